@@ -1,0 +1,66 @@
+"""Pure-numpy multi-head attention, three ways. Never imports Qt.
+
+Public API (documented in the README):
+
+- ``STRATEGIES``, ``STAGES``
+- ``attention_scores(query, key, strategy)`` and ``attention(...) -> AttentionResult``
+- ``multi_head_attention(x, w_query, w_key, w_value, heads, ...)``
+- ``loop_trace(query, key) -> LoopTrace`` of ``LoopStep`` records
+- ``macs``, ``flops``, ``estimate_loop_seconds``, ``time_strategies``
+"""
+
+from attn_explorer.compute.pipeline import (
+    STAGES,
+    STRATEGIES,
+    AttentionResult,
+    attention,
+    attention_scores,
+    causal_keep,
+    softmax_rows,
+)
+from attn_explorer.compute.projection import (
+    MultiHeadResult,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
+from attn_explorer.compute.strategies import strategy_source
+from attn_explorer.compute.timing import (
+    Cancelled,
+    TimingResult,
+    call_counts,
+    estimate_loop_seconds,
+    flops,
+    macs,
+    time_strategies,
+)
+from attn_explorer.compute.trace import GRANULARITIES, LoopStep, LoopTrace, loop_trace
+from attn_explorer.compute.validation import LIMITS, Limits
+
+__all__ = [
+    "GRANULARITIES",
+    "LIMITS",
+    "STAGES",
+    "STRATEGIES",
+    "AttentionResult",
+    "Cancelled",
+    "Limits",
+    "LoopStep",
+    "LoopTrace",
+    "MultiHeadResult",
+    "TimingResult",
+    "attention",
+    "attention_scores",
+    "call_counts",
+    "causal_keep",
+    "estimate_loop_seconds",
+    "flops",
+    "loop_trace",
+    "macs",
+    "merge_heads",
+    "multi_head_attention",
+    "softmax_rows",
+    "split_heads",
+    "strategy_source",
+    "time_strategies",
+]

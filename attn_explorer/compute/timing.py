@@ -1,0 +1,164 @@
+"""Cost model and timing of the score strategies.
+
+Timing is a plain function with a progress callback and a stop check, so the GUI
+can run it in a worker thread and cancel it, and the benchmark can run it as is.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attn_explorer.compute.strategies import STRATEGY_FUNCTIONS, scores_loop
+from attn_explorer.compute.validation import check_pair, to_4d
+
+
+class Cancelled(Exception):
+    """Raised by long work when its stop check says stop."""
+
+
+def shape_of(query_shape: Sequence[int], key_shape: Sequence[int]) -> tuple[int, int, int, int, int]:
+    """(B, H, T_q, T_k, d) from a query and a key shape of 2 to 4 dimensions."""
+    q = (1,) * (4 - len(query_shape)) + tuple(query_shape)
+    return (q[0], q[1], q[2], int(key_shape[-2]), q[3])
+
+
+def macs(query_shape: Sequence[int], key_shape: Sequence[int]) -> int:
+    """Multiply-adds of Q Kᵀ: B·H·T_q·T_k·d — the same for every strategy."""
+    b, h, t_q, t_k, d = shape_of(query_shape, key_shape)
+    return b * h * t_q * t_k * d
+
+
+def flops(query_shape: Sequence[int], key_shape: Sequence[int]) -> int:
+    """Floating-point operations of Q Kᵀ (a multiply-add counts as two)."""
+    return 2 * macs(query_shape, key_shape)
+
+
+def call_counts(query_shape: Sequence[int], key_shape: Sequence[int]) -> dict[str, str]:
+    """How each strategy divides the same work, in words."""
+    b, h, t_q, t_k, d = shape_of(query_shape, key_shape)
+    visits = b * h * t_q * t_k
+    return {
+        "loop": f"{visits * d:,} multiply-adds in {visits:,} body visits",
+        "matmul": f"{b * h:,} matmul call{'s' if b * h != 1 else ''} (1 per head)",
+        "batched": "1 batched matmul call",
+    }
+
+
+_loop_seconds_per_mac: float | None = None
+
+
+def loop_seconds_per_mac() -> float:
+    """Calibrate the loop strategy's cost per multiply-add on a short run (cached)."""
+    global _loop_seconds_per_mac
+    if _loop_seconds_per_mac is None:
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal((1, 1, 24, 16))
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            scores_loop(q, q)
+            best = min(best, time.perf_counter() - start)
+        _loop_seconds_per_mac = best / (24 * 24 * 16)
+    return _loop_seconds_per_mac
+
+
+def estimate_loop_seconds(query_shape: Sequence[int], key_shape: Sequence[int]) -> float:
+    """Predicted seconds for the loop strategy on these shapes (before running it)."""
+    b, h, t_q, t_k, d = shape_of(query_shape, key_shape)
+    per_mac = loop_seconds_per_mac()
+    # body visits cost about as much as two multiply-adds on top of the MACs
+    return per_mac * (b * h * t_q * t_k * (d + 2))
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Seconds per call of one strategy on one shape."""
+
+    strategy: str
+    median: float
+    minimum: float
+    maximum: float
+    repeats: int
+    flops: int
+    estimated: bool = False
+
+    @property
+    def gflops(self) -> float:
+        """Achieved GFLOP/s at the median time."""
+        return self.flops / self.median / 1e9 if self.median > 0 else float("inf")
+
+
+def time_strategies(
+    query: object,
+    key: object,
+    strategies: Sequence[str] = ("loop", "matmul", "batched"),
+    *,
+    repeats: int = 5,
+    warmup: int = 1,
+    loop_budget: float = 2.0,
+    min_seconds: float = 0.05,
+    progress: Callable[[float, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, TimingResult]:
+    """Time each strategy: ``warmup`` unmeasured calls, then ``repeats`` measured ones.
+
+    A loop predicted to take longer than ``loop_budget`` seconds per call is not
+    run: its result is the estimate, marked ``estimated=True``. Fast calls are
+    repeated until ``min_seconds`` elapse so the median is not timer noise.
+    ``progress(fraction, message)`` is called between calls; ``should_stop()``
+    returning True raises :class:`Cancelled`.
+    """
+    q, k = check_pair(query, key)
+    q4, k4 = to_4d(q), to_4d(k)
+    total_flops = flops(q.shape, k.shape)
+    results: dict[str, TimingResult] = {}
+    steps = len(strategies) * (warmup + repeats)
+    done = 0
+
+    def tick(message: str) -> None:
+        nonlocal done
+        done += 1
+        if should_stop is not None and should_stop():
+            raise Cancelled("timing cancelled")
+        if progress is not None:
+            progress(done / steps, message)
+
+    for name in strategies:
+        func = STRATEGY_FUNCTIONS[name]
+        if name == "loop":
+            eta = estimate_loop_seconds(q.shape, k.shape)
+            if eta > loop_budget:
+                results[name] = TimingResult(name, eta, eta, eta, 0, total_flops, estimated=True)
+                done += warmup + repeats
+                continue
+        for _ in range(warmup):
+            func(q4, k4)
+            tick(f"{name}: warm-up")
+        samples = []
+        for _ in range(repeats):
+            calls = 0
+            start = time.perf_counter()
+            while True:
+                func(q4, k4)
+                calls += 1
+                elapsed = time.perf_counter() - start
+                if elapsed >= min_seconds or name == "loop":
+                    break
+                if should_stop is not None and should_stop():
+                    raise Cancelled("timing cancelled")
+            samples.append(elapsed / calls)
+            tick(f"{name}: run {len(samples)} of {repeats}")
+        results[name] = TimingResult(
+            name,
+            statistics.median(samples),
+            min(samples),
+            max(samples),
+            repeats,
+            total_flops,
+        )
+    return results

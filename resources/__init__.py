@@ -1,0 +1,1 @@
+"""Icons, example sessions and screenshots; found at run time with importlib.resources."""
