@@ -1,0 +1,602 @@
+"""The session: the single source of truth for everything the user edits.
+
+Qt-free. Holds the token names, the query/key/value tensors ``(B, H, T, d)`` and
+the view options; validates every edit, records it on an undo stack, and emits
+:class:`~attn_explorer.state.events.SessionEvents` so views can follow. A
+rejected edit changes nothing and emits a ``message`` naming the cell and the
+reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from attn_explorer.compute import GRANULARITIES, LIMITS, STAGES, STRATEGIES, AttentionResult
+from attn_explorer.compute import attention as compute_attention
+from attn_explorer.state.events import SessionEvents
+
+MATRICES = ("query", "key", "value")
+MATRIX_LETTER = {"query": "Q", "key": "K", "value": "V"}
+FILL_MODES = ("zero", "random")
+DTYPES = ("float64", "float32")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything about how the session is computed and shown, except the numbers."""
+
+    strategy: str = "batched"
+    stage: str = "scores"
+    scale: bool = True
+    causal: bool = False
+    shared_scale: bool = True
+    score_colormap: str = "diverging"
+    weight_colormap: str = "sequential"
+    batch_index: int = 0
+    head: int = 0
+    dtype: str = "float64"
+    fill: str = "zero"
+    seed: int = 0
+    granularity: str = "multiply-add"
+    step: int = -1
+    predict: bool = False
+    show_value: bool = False
+
+    def validate(self, batch: int, heads: int) -> None:
+        """Raise ValueError naming the first invalid option."""
+        choices = {
+            "strategy": STRATEGIES,
+            "stage": STAGES,
+            "fill": FILL_MODES,
+            "dtype": DTYPES,
+            "granularity": GRANULARITIES,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}."
+                )
+        if not 0 <= self.batch_index < batch:
+            raise ValueError(f"batch_index: {self.batch_index} is outside 0..{batch - 1}.")
+        if not 0 <= self.head < heads:
+            raise ValueError(f"head: {self.head} is outside 0..{heads - 1}.")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The numbers and names of a session at one moment (for undo and presets)."""
+
+    tokens: tuple[str, ...]
+    query: np.ndarray
+    key: np.ndarray
+    value: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(B, H, T, d)."""
+        b, h, t, d = self.query.shape
+        return b, h, t, d
+
+
+@dataclass
+class _Command:
+    text: str
+    undo: Callable[[], None]
+    redo: Callable[[], None]
+
+
+def parse_number(text: str) -> float:
+    """A float typed by the user, in C locale, at full precision; ValueError otherwise.
+
+    Accepts ``1``, ``-2.5``, ``1e-3``, ``.5``; rejects text, NaN and ±inf with a
+    message saying what to type instead.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("the cell is empty; type a number such as 0 or 1.5")
+    try:
+        value = float(stripped)
+    except ValueError:
+        hint = " (use a dot as the decimal separator)" if "," in stripped else ""
+        raise ValueError(f"{stripped!r} is not a number{hint}; type a number such as 1.5") from None
+    if math.isnan(value):
+        raise ValueError("NaN is not allowed; type a finite number")
+    if math.isinf(value):
+        raise ValueError(f"{stripped!r} is infinite; type a finite number")
+    return value
+
+
+def format_number(value: float) -> str:
+    """The shortest text that parses back to exactly ``value`` (``1`` rather than ``1.0``)."""
+    value = float(value)
+    if value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return repr(value)
+
+
+def default_tokens(count: int, start: int = 1) -> list[str]:
+    return [f"t{n}" for n in range(start, start + count)]
+
+
+class Session:
+    """Tokens, Q/K/V per (batch, head), options, undo history and change events."""
+
+    def __init__(self, snapshot: Snapshot | None = None, options: Options | None = None) -> None:
+        from attn_explorer.state.presets import worked_example
+
+        self.events = SessionEvents()
+        preset = worked_example()
+        snap = snapshot or preset.snapshot
+        self._tokens = list(snap.tokens)
+        self._query = np.array(snap.query, dtype=np.float64)
+        self._key = np.array(snap.key, dtype=np.float64)
+        self._value = np.array(snap.value, dtype=np.float64)
+        self.options = options or (preset.options if snapshot is None else Options())
+        self.name = "untitled"
+        self.path: str | None = None
+        self._dirty = False
+        #: Increments on every change of numbers, shape or options that affect results.
+        self.revision = 0
+        self._undo: list[_Command] = []
+        self._redo: list[_Command] = []
+        self._result_cache: tuple[int, AttentionResult] | None = None
+
+    # -- read access ------------------------------------------------------------------
+    @property
+    def tokens(self) -> list[str]:
+        return list(self._tokens)
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(B, H, T, d) of the query, key and value tensors."""
+        b, h, t, d = self._query.shape
+        return b, h, t, d
+
+    def matrix(self, name: str) -> np.ndarray:
+        """The full (B, H, T, d) tensor of ``"query"``, ``"key"`` or ``"value"`` (read-only view)."""
+        array = {"query": self._query, "key": self._key, "value": self._value}[name]
+        view = array.view()
+        view.flags.writeable = False
+        return view
+
+    def head_matrix(self, name: str, batch: int | None = None, head: int | None = None) -> np.ndarray:
+        """The (T, d) matrix of one (batch, head); defaults to the selected ones."""
+        b = self.options.batch_index if batch is None else batch
+        h = self.options.head if head is None else head
+        return self.matrix(name)[b, h]
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            tuple(self._tokens), self._query.copy(), self._key.copy(), self._value.copy()
+        )
+
+    def shape_text(self) -> str:
+        """Labelled shapes, e.g. ``Q: (B=1, H=2, T=3, d=2) · S: (B=1, H=2, T_q=3, T_k=3)``."""
+        b, h, t, d = self.shape
+        return (
+            f"Q, K, V: (B={b}, H={h}, T={t}, d={d}) · "
+            f"S = Q Kᵀ: (B={b}, H={h}, T_q={t}, T_k={t})"
+        )
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
+    def mark_saved(self, path: str | None = None) -> None:
+        if path is not None:
+            self.path = path
+        self._set_dirty(False)
+
+    def _set_dirty(self, dirty: bool) -> None:
+        if dirty != self._dirty:
+            self._dirty = dirty
+            self.events.dirty.emit(dirty)
+
+    def _changed(self) -> None:
+        self.revision += 1
+        self._set_dirty(True)
+
+    def report(self, text: str, level: str = "error") -> None:
+        """Send a message to whoever shows them (the status bar)."""
+        self.events.message.emit(text, level)
+
+    # -- results ------------------------------------------------------------------------
+    def compute_inputs(self) -> dict[str, Any]:
+        """Arrays and options for one attention run, copied so a worker can own them."""
+        dtype = np.dtype(self.options.dtype)
+        return {
+            "query": self._query.astype(dtype, copy=True),
+            "key": self._key.astype(dtype, copy=True),
+            "value": self._value.astype(dtype, copy=True),
+            "strategy": self.options.strategy,
+            "scale": self.options.scale,
+            "causal": self.options.causal,
+            "revision": self.revision,
+        }
+
+    def result(self) -> AttentionResult:
+        """The attention result for the current numbers and options (computed here, cached)."""
+        if self._result_cache is not None and self._result_cache[0] == self.revision:
+            return self._result_cache[1]
+        inputs = self.compute_inputs()
+        result = compute_attention(
+            inputs["query"],
+            inputs["key"],
+            inputs["value"],
+            strategy=inputs["strategy"],
+            scale=inputs["scale"],
+            causal=inputs["causal"],
+        )
+        self._result_cache = (self.revision, result)
+        return result
+
+    def accept_result(self, revision: int, result: AttentionResult) -> bool:
+        """Cache a result computed elsewhere (a worker); False if it is stale."""
+        if revision != self.revision:
+            return False
+        self._result_cache = (revision, result)
+        return True
+
+    # -- undo / redo ----------------------------------------------------------------------
+    def _push(self, text: str, undo: Callable[[], None], redo: Callable[[], None]) -> None:
+        redo()
+        self._undo.append(_Command(text, undo, redo))
+        self._redo.clear()
+        self.events.undo_changed.emit()
+
+    def can_undo(self) -> bool:
+        return bool(self._undo)
+
+    def can_redo(self) -> bool:
+        return bool(self._redo)
+
+    def undo_text(self) -> str:
+        return self._undo[-1].text if self._undo else ""
+
+    def redo_text(self) -> str:
+        return self._redo[-1].text if self._redo else ""
+
+    def undo(self) -> bool:
+        if not self._undo:
+            self.report("nothing to undo", "info")
+            return False
+        command = self._undo.pop()
+        command.undo()
+        self._redo.append(command)
+        self.events.undo_changed.emit()
+        return True
+
+    def redo(self) -> bool:
+        if not self._redo:
+            self.report("nothing to redo", "info")
+            return False
+        command = self._redo.pop()
+        command.redo()
+        self._undo.append(command)
+        self.events.undo_changed.emit()
+        return True
+
+    def clear_history(self) -> None:
+        self._undo.clear()
+        self._redo.clear()
+        self.events.undo_changed.emit()
+
+    # -- value edits ------------------------------------------------------------------------
+    def _array(self, name: str) -> np.ndarray:
+        if name not in MATRICES:
+            raise ValueError(f"matrix: {name!r} is not one of {', '.join(MATRICES)}")
+        return {"query": self._query, "key": self._key, "value": self._value}[name]
+
+    def cell_name(self, matrix: str, token: int, dim: int, head: int | None = None) -> str:
+        """How the user sees a cell: ``Q[t2, d1] (head 1)``."""
+        h = self.options.head if head is None else head
+        name = self._tokens[token] if 0 <= token < len(self._tokens) else f"row {token + 1}"
+        return f"{MATRIX_LETTER[matrix]}[{name}, d{dim + 1}] (head {h + 1})"
+
+    def set_cell_text(
+        self, matrix: str, token: int, dim: int, text: str, *, batch: int | None = None,
+        head: int | None = None,
+    ) -> bool:
+        """Parse ``text`` and store it; on bad input report the cell and keep the old value."""
+        try:
+            value = parse_number(text)
+        except ValueError as exc:
+            self.report(f"{self.cell_name(matrix, token, dim, head)}: {exc}; kept the old value")
+            return False
+        return self.set_block(matrix, token, dim, [[value]], batch=batch, head=head)
+
+    def set_cell(
+        self, matrix: str, token: int, dim: int, value: float, *, batch: int | None = None,
+        head: int | None = None,
+    ) -> bool:
+        return self.set_block(matrix, token, dim, [[value]], batch=batch, head=head)
+
+    def set_block(
+        self,
+        matrix: str,
+        token: int,
+        dim: int,
+        block: Sequence[Sequence[float]] | np.ndarray,
+        *,
+        batch: int | None = None,
+        head: int | None = None,
+    ) -> bool:
+        """Write a rectangular block with its top-left at (token, dim) of one head's matrix.
+
+        The block must fit inside the table and hold finite numbers; otherwise
+        nothing changes and a message says why.
+        """
+        b = self.options.batch_index if batch is None else batch
+        h = self.options.head if head is None else head
+        array = self._array(matrix)
+        try:
+            values = np.array(block, dtype=np.float64)
+        except (TypeError, ValueError):
+            self.report(f"{MATRIX_LETTER[matrix]}: the pasted block is not a table of numbers")
+            return False
+        if values.ndim != 2 or values.size == 0:
+            self.report(f"{MATRIX_LETTER[matrix]}: expected a rectangular block of numbers")
+            return False
+        _, _, t, d = array.shape
+        rows, cols = values.shape
+        if token < 0 or dim < 0 or token + rows > t or dim + cols > d:
+            self.report(
+                f"{MATRIX_LETTER[matrix]}: a {rows}×{cols} block at "
+                f"({token + 1}, {dim + 1}) does not fit the {t}×{d} table; add tokens or "
+                "dimensions first, or paste at another cell"
+            )
+            return False
+        if not np.isfinite(values).all():
+            r, c = (int(x) for x in np.argwhere(~np.isfinite(values))[0])
+            self.report(
+                f"{self.cell_name(matrix, token + r, dim + c, h)}: {values[r, c]} is not a finite "
+                "number; kept the old values"
+            )
+            return False
+        region = (b, h, slice(token, token + rows), slice(dim, dim + cols))
+        old = array[region].copy()
+        if np.array_equal(old, values):
+            return True
+
+        def apply(data: np.ndarray) -> Callable[[], None]:
+            def run() -> None:
+                self._array(matrix)[region] = data
+                self._changed()
+                self.events.values.emit(matrix)
+
+            return run
+
+        what = "edit" if values.size == 1 else f"paste {rows}×{cols}"
+        self._push(f"{what} {MATRIX_LETTER[matrix]}", apply(old), apply(values))
+        return True
+
+    # -- structure edits --------------------------------------------------------------------
+    def _fill(self, shape: tuple[int, ...]) -> np.ndarray:
+        if self.options.fill == "random":
+            rng = np.random.default_rng(self.options.seed + self.revision)
+            return np.round(rng.standard_normal(shape), 3)
+        return np.zeros(shape)
+
+    def _restore(self, snap: Snapshot, options: Options | None = None) -> None:
+        old_shape = self.shape
+        self._tokens = list(snap.tokens)
+        self._query = snap.query.copy()
+        self._key = snap.key.copy()
+        self._value = snap.value.copy()
+        opts = options or self.options
+        b, h, _, _ = self.shape
+        opts = replace(
+            opts, batch_index=min(opts.batch_index, b - 1), head=min(opts.head, h - 1)
+        )
+        options_changed = opts != self.options
+        self.options = opts
+        self._changed()
+        if self.shape != old_shape:
+            self.events.shape.emit()
+        else:
+            for name in MATRICES:
+                self.events.values.emit(name)
+        self.events.tokens.emit()
+        if options_changed:
+            self.events.options.emit("all")
+
+    def _structural(self, text: str, new: Snapshot, options: Options | None = None) -> bool:
+        b, h, t, d = new.shape
+        for name, array in (("query", new.query), ("key", new.key), ("value", new.value)):
+            if array.shape != (b, h, t, d):
+                self.report(f"{text}: {name} has shape {array.shape}, expected {(b, h, t, d)}")
+                return False
+        problem = self.check_size(b, h, t, d)
+        if problem:
+            self.report(f"{text}: {problem}; kept the current table")
+            return False
+        old = self.snapshot()
+        old_options = self.options
+        self._push(text, lambda: self._restore(old, old_options), lambda: self._restore(new, options))
+        return True
+
+    @staticmethod
+    def check_size(batch: int, heads: int, tokens: int, dim: int) -> str:
+        """Empty string if the sizes are allowed, else what is wrong and what to do."""
+        if tokens < 1:
+            return "a table needs at least one token (T ≥ 1)"
+        if dim < 1:
+            return "each vector needs at least one dimension (d ≥ 1)"
+        if heads < 1:
+            return "attention needs at least one head (H ≥ 1)"
+        if batch < 1:
+            return "the batch needs at least one entry (B ≥ 1)"
+        for label, size, limit in (
+            ("B", batch, LIMITS.max_batch),
+            ("H", heads, LIMITS.max_heads),
+            ("T", tokens, LIMITS.max_tokens),
+            ("d", dim, LIMITS.max_dim),
+        ):
+            if size > limit:
+                return f"{label} = {size} is over the limit of {limit}"
+        if batch * heads * tokens * dim > LIMITS.max_matrix_elements:
+            return (
+                f"B·H·T·d = {batch * heads * tokens * dim:,} values is over the limit of "
+                f"{LIMITS.max_matrix_elements:,}"
+            )
+        if batch * heads * tokens * tokens > LIMITS.max_score_elements:
+            return (
+                f"the score grid B·H·T·T = {batch * heads * tokens * tokens:,} is over the "
+                f"limit of {LIMITS.max_score_elements:,}"
+            )
+        return ""
+
+    def insert_token(self, at: int | None = None, name: str | None = None) -> bool:
+        """Insert a token row (in Q, K and V, every batch and head) before index ``at``."""
+        b, h, t, d = self.shape
+        at = t if at is None else max(0, min(at, t))
+        name = name or self._unused_token_name()
+        rows = [self._fill((b, h, 1, d)) for _ in MATRICES]
+        new = Snapshot(
+            (*self._tokens[:at], name, *self._tokens[at:]),
+            *(np.concatenate([m[:, :, :at], r, m[:, :, at:]], axis=2)
+              for m, r in zip((self._query, self._key, self._value), rows, strict=True)),
+        )
+        return self._structural(f"add token {name}", new)
+
+    def remove_token(self, index: int) -> bool:
+        t = self.shape[2]
+        if t <= 1:
+            self.report("cannot remove the last token: a table needs at least one (T ≥ 1)")
+            return False
+        if not 0 <= index < t:
+            self.report(f"no token number {index + 1} to remove")
+            return False
+        name = self._tokens[index]
+        new = Snapshot(
+            tuple(n for i, n in enumerate(self._tokens) if i != index),
+            *(np.delete(m, index, axis=2) for m in (self._query, self._key, self._value)),
+        )
+        return self._structural(f"remove token {name}", new)
+
+    def rename_token(self, index: int, name: str) -> bool:
+        name = name.strip()
+        if not name:
+            self.report("a token name cannot be empty; kept the old name")
+            return False
+        if not 0 <= index < len(self._tokens):
+            self.report(f"no token number {index + 1} to rename")
+            return False
+        if name == self._tokens[index]:
+            return True
+        old, new = self._tokens[index], name
+
+        def apply(value: str) -> Callable[[], None]:
+            def run() -> None:
+                self._tokens[index] = value
+                self._set_dirty(True)
+                self.events.tokens.emit()
+
+            return run
+
+        self._push(f"rename {old} to {new}", apply(old), apply(new))
+        return True
+
+    def _unused_token_name(self) -> str:
+        n = len(self._tokens) + 1
+        while f"t{n}" in self._tokens:
+            n += 1
+        return f"t{n}"
+
+    def resize(
+        self,
+        *,
+        batch: int | None = None,
+        heads: int | None = None,
+        tokens: int | None = None,
+        dim: int | None = None,
+    ) -> bool:
+        """Change B, H, T and/or d; kept cells keep their values, new cells are filled."""
+        b0, h0, t0, d0 = self.shape
+        b, h, t, d = (
+            b0 if batch is None else batch,
+            h0 if heads is None else heads,
+            t0 if tokens is None else tokens,
+            d0 if dim is None else dim,
+        )
+        if (b, h, t, d) == (b0, h0, t0, d0):
+            return True
+        problem = self.check_size(b, h, t, d)
+        if problem:
+            self.report(f"cannot resize to (B={b}, H={h}, T={t}, d={d}): {problem}")
+            return False
+        arrays = []
+        for m in (self._query, self._key, self._value):
+            grown = self._fill((b, h, t, d))
+            kb, kh, kt, kd = min(b, b0), min(h, h0), min(t, t0), min(d, d0)
+            grown[:kb, :kh, :kt, :kd] = m[:kb, :kh, :kt, :kd]
+            arrays.append(grown)
+        names = self._tokens[:t] + default_tokens(max(0, t - t0), t0 + 1)
+        while len(set(names)) != len(names):  # keep names unique after growth
+            names = self._tokens[:t] + [f"t{n}'" for n in range(t0 + 1, t + 1)]
+        new = Snapshot(tuple(names), *arrays)
+        parts = [
+            f"{label}={v}"
+            for label, v, v0 in (("B", b, b0), ("H", h, h0), ("T", t, t0), ("d", d, d0))
+            if v != v0
+        ]
+        return self._structural("resize " + ", ".join(parts), new)
+
+    def load(self, snapshot: Snapshot, options: Options | None = None, text: str = "load") -> bool:
+        """Replace every number and name at once (presets, examples, a model's head); undoable."""
+        b, h, _, _ = snapshot.shape
+        if options is not None:
+            try:
+                options.validate(b, h)
+            except ValueError as exc:
+                self.report(f"{text}: {exc}")
+                return False
+        return self._structural(text, _as_float64(snapshot), options)
+
+    # -- options ----------------------------------------------------------------------------
+    def set_option(self, name: str, value: Any) -> bool:
+        """Change one option; invalid values are reported and ignored. Not on the undo stack."""
+        if name not in {f.name for f in fields(Options)}:
+            self.report(f"unknown option {name!r}")
+            return False
+        if getattr(self.options, name) == value:
+            return True
+        new = replace(self.options, **{name: value})
+        b, h, _, _ = self.shape
+        try:
+            new.validate(b, h)
+        except ValueError as exc:
+            self.report(str(exc))
+            return False
+        self.options = new
+        if name in ("strategy", "scale", "causal", "dtype"):
+            self.revision += 1
+        if name not in ("step", "head", "batch_index", "granularity"):
+            self._set_dirty(True)
+        self.events.options.emit(name)
+        return True
+
+
+def _as_float64(snapshot: Snapshot) -> Snapshot:
+    return Snapshot(
+        tuple(str(t) for t in snapshot.tokens),
+        np.array(snapshot.query, dtype=np.float64),
+        np.array(snapshot.key, dtype=np.float64),
+        np.array(snapshot.value, dtype=np.float64),
+    )
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named starting point: numbers, names and options."""
+
+    name: str
+    title: str
+    description: str
+    snapshot: Snapshot
+    options: Options = field(default_factory=Options)
