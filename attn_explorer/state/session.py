@@ -502,9 +502,10 @@ class Session:
         self._push(f"rename {old} to {new}", apply(old), apply(new))
         return True
 
-    def _unused_token_name(self) -> str:
-        n = len(self._tokens) + 1
-        while f"t{n}" in self._tokens:
+    def _unused_token_name(self, taken: Sequence[str] | None = None) -> str:
+        names = self._tokens if taken is None else taken
+        n = len(names) + 1
+        while f"t{n}" in names:
             n += 1
         return f"t{n}"
 
@@ -536,9 +537,9 @@ class Session:
             kb, kh, kt, kd = min(b, b0), min(h, h0), min(t, t0), min(d, d0)
             grown[:kb, :kh, :kt, :kd] = m[:kb, :kh, :kt, :kd]
             arrays.append(grown)
-        names = self._tokens[:t] + default_tokens(max(0, t - t0), t0 + 1)
-        while len(set(names)) != len(names):  # keep names unique after growth
-            names = self._tokens[:t] + [f"t{n}'" for n in range(t0 + 1, t + 1)]
+        names = self._tokens[:t]
+        for _ in range(t - t0):  # new rows get names no kept token uses
+            names.append(self._unused_token_name(names))
         new = Snapshot(tuple(names), *arrays)
         parts = [
             f"{label}={v}"
