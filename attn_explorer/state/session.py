@@ -376,11 +376,17 @@ class Session:
         return True
 
     # -- structure edits --------------------------------------------------------------------
-    def _fill(self, shape: tuple[int, ...]) -> np.ndarray:
+    def _fills(self, shape: tuple[int, ...]) -> list[np.ndarray]:
+        """New cells for query, key and value: zeros, or seeded random numbers.
+
+        One generator draws all three in turn, so Q, K and V get different
+        numbers (one generator per matrix with the same seed made q_i = k_i, so a
+        new token always attended most to itself).
+        """
         if self.options.fill == "random":
             rng = np.random.default_rng(self.options.seed + self.revision)
-            return np.round(rng.standard_normal(shape), 3)
-        return np.zeros(shape)
+            return [np.round(rng.standard_normal(shape), 3) for _ in MATRICES]
+        return [np.zeros(shape) for _ in MATRICES]
 
     def _restore(self, snap: Snapshot, options: Options | None = None) -> None:
         old_shape = self.shape
@@ -456,7 +462,7 @@ class Session:
         b, h, t, d = self.shape
         at = t if at is None else max(0, min(at, t))
         name = name or self._unused_token_name()
-        rows = [self._fill((b, h, 1, d)) for _ in MATRICES]
+        rows = self._fills((b, h, 1, d))
         new = Snapshot(
             (*self._tokens[:at], name, *self._tokens[at:]),
             *(np.concatenate([m[:, :, :at], r, m[:, :, at:]], axis=2)
@@ -531,12 +537,10 @@ class Session:
         if problem:
             self.report(f"cannot resize to (B={b}, H={h}, T={t}, d={d}): {problem}")
             return False
-        arrays = []
-        for m in (self._query, self._key, self._value):
-            grown = self._fill((b, h, t, d))
-            kb, kh, kt, kd = min(b, b0), min(h, h0), min(t, t0), min(d, d0)
+        arrays = self._fills((b, h, t, d))
+        kb, kh, kt, kd = min(b, b0), min(h, h0), min(t, t0), min(d, d0)
+        for grown, m in zip(arrays, (self._query, self._key, self._value), strict=True):
             grown[:kb, :kh, :kt, :kd] = m[:kb, :kh, :kt, :kd]
-            arrays.append(grown)
         names = self._tokens[:t]
         for _ in range(t - t0):  # new rows get names no kept token uses
             names.append(self._unused_token_name(names))
