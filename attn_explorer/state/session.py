@@ -334,6 +334,14 @@ class Session:
         b = self.options.batch_index if batch is None else batch
         h = self.options.head if head is None else head
         array = self._array(matrix)
+        n_batch, n_heads, _, _ = array.shape
+        # Checked by hand: a negative index would silently write another head.
+        if not (0 <= b < n_batch and 0 <= h < n_heads):
+            self.report(
+                f"{MATRIX_LETTER[matrix]}: there is no batch entry {b + 1} / head {h + 1} "
+                f"(B={n_batch}, H={n_heads}); kept the old values"
+            )
+            return False
         try:
             values = np.array(block, dtype=np.float64)
         except (TypeError, ValueError):
