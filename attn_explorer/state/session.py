@@ -429,6 +429,14 @@ class Session:
         if problem:
             self.report(f"{text}: {problem}; kept the current table")
             return False
+        if len(new.tokens) != t:
+            self.report(f"{text}: {len(new.tokens)} token names for T = {t} rows")
+            return False
+        for name, array in (("query", new.query), ("key", new.key), ("value", new.value)):
+            if not np.isfinite(array).all():
+                where = [int(x) for x in np.argwhere(~np.isfinite(array))[0]]
+                self.report(f"{text}: {name}{where} is not a finite number; kept the current table")
+                return False
         old = self.snapshot()
         old_options = self.options
         self._push(text, lambda: self._restore(old, old_options), lambda: self._restore(new, options))
@@ -562,6 +570,10 @@ class Session:
 
     def load(self, snapshot: Snapshot, options: Options | None = None, text: str = "load") -> bool:
         """Replace every number and name at once (presets, examples, a model's head); undoable."""
+        snapshot = _as_float64(snapshot)
+        if snapshot.query.ndim != 4:
+            self.report(f"{text}: query has shape {snapshot.query.shape}, expected (B, H, T, d)")
+            return False
         b, h, _, _ = snapshot.shape
         if options is not None:
             try:
@@ -569,7 +581,7 @@ class Session:
             except ValueError as exc:
                 self.report(f"{text}: {exc}")
                 return False
-        return self._structural(text, _as_float64(snapshot), options)
+        return self._structural(text, snapshot, options)
 
     # -- options ----------------------------------------------------------------------------
     def set_option(self, name: str, value: Any) -> bool:
