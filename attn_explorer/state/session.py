@@ -438,8 +438,12 @@ class Session:
                 self.report(f"{text}: {name}{where} is not a finite number; kept the current table")
                 return False
         old = self.snapshot()
-        old_options = self.options
-        self._push(text, lambda: self._restore(old, old_options), lambda: self._restore(new, options))
+        # Options are not on the undo stack: undoing a resize must not revert a
+        # strategy or dtype chosen since. Only a load that set options puts them back.
+        old_options = self.options if options is not None else None
+        self._push(
+            text, lambda: self._restore(old, old_options), lambda: self._restore(new, options)
+        )
         return True
 
     @staticmethod
