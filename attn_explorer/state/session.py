@@ -10,12 +10,14 @@ reason.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
+from attn_explorer.colormaps import COLORMAPS
 from attn_explorer.compute import GRANULARITIES, LIMITS, STAGES, STRATEGIES, AttentionResult
 from attn_explorer.compute import attention as compute_attention
 from attn_explorer.state.events import SessionEvents
@@ -61,6 +63,25 @@ class Options:
                 raise ValueError(
                     f"{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}."
                 )
+        for name in ("score_colormap", "weight_colormap"):
+            if getattr(self, name) not in COLORMAPS:
+                raise ValueError(
+                    f"{name}: {getattr(self, name)!r} is not one of {', '.join(COLORMAPS)}."
+                )
+        # Types matter: head=1.5 passes a range check but breaks indexing later, and
+        # causal="no" is truthy.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(value, bool | np.bool_):
+                raise ValueError(f"{f.name}: expected True or False, got {value!r}.")
+            if f.type == "int" and (
+                isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral)
+            ):
+                raise ValueError(f"{f.name}: expected a whole number, got {value!r}.")
+        if self.seed < 0:
+            raise ValueError(f"seed: {self.seed} is negative; use 0 or more.")
+        if self.step < -1:
+            raise ValueError(f"step: {self.step} is before the first step (-1).")
         if not 0 <= self.batch_index < batch:
             raise ValueError(f"batch_index: {self.batch_index} is outside 0..{batch - 1}.")
         if not 0 <= self.head < heads:
