@@ -83,12 +83,17 @@ def duplicate_tokens() -> Preset:
 
 
 def large_norms() -> Preset:
-    """Big vectors saturate softmax: one key takes (almost) all the weight."""
-    q = np.array([[10.0, 0.0], [0.0, 10.0], [10.0, 10.0]])
+    """Big vectors saturate softmax: one key takes (almost) all the weight.
+
+    Every vector has length about 10 and points a different way, so each query's
+    best key beats the runner-up by about 30 (e^-30 ≈ 1e-13). Scaling the worked
+    example by 10 instead would tie q1·k1 = q1·k3 = 100 and split the weight 50/50.
+    """
+    q = np.array([[10.0, 0.0], [0.0, 10.0], [7.0, 7.0]])
     return Preset(
         "large-norms",
         "Large norms (softmax saturation)",
-        "Vectors of length ~10: scores of 100 make softmax put ~all weight on one key.",
+        "Vectors of length ~10: scores near 100 make softmax put ~all weight on one key.",
         _snap(default_tokens(3), q, q),
         Options(stage="weights", scale=False),
     )
