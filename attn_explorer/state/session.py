@@ -121,6 +121,9 @@ def parse_number(text: str) -> float:
     if not stripped:
         raise ValueError("the cell is empty; type a number such as 0 or 1.5")
     try:
+        # Python's float() also takes "1_000" and non-ASCII digits; the C locale does not.
+        if "_" in stripped or not stripped.isascii():
+            raise ValueError(stripped)
         value = float(stripped)
     except ValueError:
         hint = " (use a dot as the decimal separator)" if "," in stripped else ""
