@@ -1,7 +1,8 @@
 """Render the app icon's PNG sizes (and, with Pillow, .ico / .icns) from the SVG.
 
     python packaging/make_icons.py                      # resources/icons/attn-explorer-<N>.png
-    python packaging/make_icons.py --ico build/icons/attn-explorer.ico --icns build/icons/attn-explorer.icns
+    python packaging/make_icons.py --ico build/icons/attn-explorer.ico   # Windows, needs Pillow
+    python packaging/make_icons.py --icns build/icons/attn-explorer.icns # macOS, needs Pillow
 
 The PNGs are committed, so run this only after editing resources/icons/attn-explorer.svg.
 Rendering uses Qt's own SVG renderer offscreen (no Inkscape or cairo needed). The .ico
@@ -30,14 +31,17 @@ def png_path(size: int, icon_dir: Path = ICON_DIR) -> Path:
     return icon_dir / f"attn-explorer-{size}.png"
 
 
-def render_pngs(svg: Path = SVG, icon_dir: Path = ICON_DIR, sizes: tuple[int, ...] = SIZES) -> list[Path]:
+def render_pngs(
+    svg: Path = SVG, icon_dir: Path = ICON_DIR, sizes: tuple[int, ...] = SIZES
+) -> list[Path]:
     """Render ``svg`` to one square, transparent PNG per size with QSvgRenderer."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication, QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
 
-    app = QGuiApplication.instance() or QGuiApplication([])  # noqa: F841 - QPainter needs one
+    # QPainter needs a GUI application; keep a reference so it lives until we are done.
+    _app = QGuiApplication.instance() or QGuiApplication([])
     renderer = QSvgRenderer(str(svg))
     if not renderer.isValid():
         raise SystemExit(f"make_icons: cannot parse {svg}")

@@ -1,0 +1,168 @@
+"""``attn-explorer --self-test``: prove an installation or a bundle can really run the app.
+
+Opens the main window offscreen on the worked example, checks its scores, exports one
+heatmap PNG to a temporary folder and checks the file decodes and is not blank. Prints
+``self-test ok`` and returns 0, or ``self-test FAILED: <reason>`` and returns 1. Used by
+tests/test_bundle.py on the PyInstaller bundle, where a missing Qt plugin, data file or
+hidden import shows up here rather than on a user's desktop.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+WORKED_SCORES = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
+
+#: How long to let timers (debounced recompute, workers) run before checking results.
+SETTLE_SECONDS = 0.5
+
+#: A real heatmap has a colour map, labels and a colour bar; a blank image has one or two colours.
+MIN_DISTINCT_COLOURS = 8
+
+
+class SelfTestError(Exception):
+    """One check failed; the message is the reason shown to the user."""
+
+
+def _settle(app: object, seconds: float = SETTLE_SECONDS) -> None:
+    """Run the event loop for ``seconds`` so debounce timers and worker signals get through."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        app.processEvents()  # type: ignore[attr-defined]
+        time.sleep(0.01)
+
+
+def _check_resources() -> None:
+    """The shipped icons are reachable through importlib.resources (a bundle's data files)."""
+    from PySide6.QtGui import QImage
+
+    from attn_explorer.resources_path import resource
+
+    icon = resource("icons", "attn-explorer-256.png")
+    if not icon.is_file():
+        raise SelfTestError(f"resource missing: {icon}")
+    image = QImage()
+    if not image.loadFromData(icon.read_bytes(), "PNG") or image.width() != 256:
+        raise SelfTestError("resource icons/attn-explorer-256.png does not decode as 256 px PNG")
+
+
+def _load_worked_example(window: object) -> object:
+    """The window's session, set to the worked example (whatever the window restored)."""
+    from attn_explorer.state.presets import worked_example
+
+    session = getattr(window, "session", None)
+    if session is None:
+        raise SelfTestError("MainWindow has no .session")
+    preset = worked_example()
+    current = session.snapshot()
+    if current.tokens != preset.snapshot.tokens or current.query.shape != (1, 1, 3, 2):
+        session.load(preset.snapshot, preset.options, text="self-test")
+    return session
+
+
+def _check_scores(session: object) -> None:
+    import numpy as np
+
+    scores = np.asarray(session.result().scores)  # type: ignore[attr-defined]  # (B, H, T, T)
+    if scores.shape != (1, 1, 3, 3):
+        raise SelfTestError(f"scores have shape {scores.shape}, expected (1, 1, 3, 3)")
+    if not np.allclose(scores[0, 0], WORKED_SCORES):
+        raise SelfTestError(f"scores {scores[0, 0].tolist()} != {WORKED_SCORES}")
+
+
+def _export_png(window: object, session: object, folder: Path) -> tuple[Path, str]:
+    """One heatmap PNG in ``folder``, by the exporter if it exists, else a grab of the window."""
+    # Fall back only when the exporter is absent, never when it is present but broken.
+    if importlib.util.find_spec("attn_explorer.ui.render") is not None:
+        from attn_explorer.ui.render import export_heatmaps
+
+        export_heatmaps(session, folder, heads="current", fmt="png")
+        how = "export_heatmaps"
+    else:
+        if not window.grab().save(str(folder / "window.png"), "PNG"):  # type: ignore[attr-defined]
+            raise SelfTestError("could not save a grab of the window")
+        how = "window grab"
+    pngs = sorted(folder.rglob("*.png"))
+    if not pngs:
+        raise SelfTestError(f"{how} wrote no PNG into {folder}")
+    return pngs[0], how
+
+
+def _check_png(path: Path) -> str:
+    """The PNG decodes and shows more than a few colours; returns a one-line description."""
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(path))
+    if image.isNull():
+        raise SelfTestError(f"{path.name} does not decode as an image")
+    if image.width() < 32 or image.height() < 32:
+        raise SelfTestError(f"{path.name} is only {image.width()}×{image.height()} px")
+    colours = set()
+    step_x, step_y = max(1, image.width() // 200), max(1, image.height() // 200)
+    for y in range(0, image.height(), step_y):
+        for x in range(0, image.width(), step_x):
+            colours.add(image.pixel(x, y))
+        if len(colours) > MIN_DISTINCT_COLOURS:
+            break
+    if len(colours) <= MIN_DISTINCT_COLOURS:
+        raise SelfTestError(f"{path.name} looks blank ({len(colours)} distinct colours)")
+    return f"{path.name} {image.width()}×{image.height()} px, >{MIN_DISTINCT_COLOURS} colours"
+
+
+def _run() -> list[str]:
+    """All checks in order; returns progress lines, raises SelfTestError on the first failure."""
+    from PySide6.QtWidgets import QApplication
+
+    from attn_explorer import __version__
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    lines = [f"attn-explorer {__version__}, Qt platform {app.platformName()}"]
+    _check_resources()
+    lines.append("resources: icons found through importlib.resources")
+
+    from attn_explorer.ui.main_window import MainWindow
+
+    window = MainWindow()
+    try:
+        window.show()
+        _settle(app)
+        session = _load_worked_example(window)
+        _settle(app)
+        _check_scores(session)
+        lines.append("worked example: S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]")
+        with tempfile.TemporaryDirectory(prefix="attn-explorer-self-test-") as folder:
+            png, how = _export_png(window, session, Path(folder))
+            lines.append(f"{how}: {_check_png(png)}")
+    finally:
+        # Discard the self-test's edits so closing never asks to save.
+        mark_saved = getattr(getattr(window, "session", None), "mark_saved", None)
+        if mark_saved is not None:
+            mark_saved()
+        window.close()
+        window.deleteLater()
+        _settle(app, 0.05)
+    return lines
+
+
+def run_self_test() -> int:
+    """Open the window offscreen, check scores and an exported PNG; 0 if all is well."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    try:
+        for line in _run():
+            print(f"  {line}")
+    except SelfTestError as exc:
+        print(f"self-test FAILED: {exc}")
+        return 1
+    except Exception as exc:  # anything else is a broken install: say what, keep the trace
+        traceback.print_exc(file=sys.stderr)
+        print(f"self-test FAILED: {type(exc).__name__}: {exc}")
+        return 1
+    print("self-test ok")
+    sys.stdout.flush()
+    return 0
