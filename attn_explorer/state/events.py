@@ -30,7 +30,8 @@ class SessionEvents:
     - ``values(matrix)``: numbers of ``"query"``, ``"key"`` or ``"value"`` changed, shape not
     - ``shape()``: B, H, T or d changed (tables need a reset)
     - ``tokens()``: token names changed
-    - ``options(name)``: an option changed (strategy, stage, scale, ...)
+    - ``options(name)``: an option changed (strategy, stage, scale, ...); ``name`` is
+      ``"all"`` when a load, or its undo, replaced several options at once
     - ``dirty(bool)``: unsaved-changes flag changed
     - ``message(text, level)``: something to tell the user (status bar)
     - ``undo_changed()``: what undo / redo would do changed
