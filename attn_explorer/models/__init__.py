@@ -1,1 +1,58 @@
-"""attn_explorer.models"""
+"""Real BERT encoders in pure numpy: load a Hugging Face folder, tokenize, run, look inside.
+
+Never imports Qt. Public API:
+
+- ``load_model(folder) -> BertModel``; ``model.attention(text, text_pair=None,
+  strategy="batched") -> ModelAttention`` with ``tokens``, ``query``/``key``/``value``
+  (L, H, T, d_head), ``scores``/``weights`` (L, H, T, T), ``hidden_states``,
+  ``last_hidden_state``, ``truncated``/``notice``, ``summaries()`` and ``head(l, h)``
+- ``find_models() -> list[FoundModel]``: BERT folders in the hub cache and model packages
+- ``head_summaries(weights, tokens) -> HeadSummaries``
+- ``SafetensorsFile`` / ``save_safetensors``, ``WordPieceTokenizer``, ``read_config``
+"""
+
+from attn_explorer.models.bert import (
+    BertModel,
+    ForwardResult,
+    ModelAttention,
+    expected_shapes,
+    load_model,
+)
+from attn_explorer.models.config import (
+    BERT_MODEL_TYPES,
+    BertConfig,
+    TokenizerConfig,
+    read_config,
+    read_tokenizer_config,
+)
+from attn_explorer.models.discovery import FoundModel, find_models, is_bert_folder
+from attn_explorer.models.layers import erf, gelu, layer_norm
+from attn_explorer.models.safetensors import SafetensorsFile, save_safetensors
+from attn_explorer.models.summaries import SUMMARY_NAMES, HeadSummaries, head_summaries
+from attn_explorer.models.tokenizer import Encoding, WordPieceTokenizer
+
+__all__ = [
+    "BERT_MODEL_TYPES",
+    "SUMMARY_NAMES",
+    "BertConfig",
+    "BertModel",
+    "Encoding",
+    "ForwardResult",
+    "FoundModel",
+    "HeadSummaries",
+    "ModelAttention",
+    "SafetensorsFile",
+    "TokenizerConfig",
+    "WordPieceTokenizer",
+    "erf",
+    "expected_shapes",
+    "find_models",
+    "gelu",
+    "head_summaries",
+    "is_bert_folder",
+    "layer_norm",
+    "load_model",
+    "read_config",
+    "read_tokenizer_config",
+    "save_safetensors",
+]

@@ -1,0 +1,395 @@
+"""A BERT encoder's forward pass in numpy, built on the explorer's own attention.
+
+    embeddings = LayerNorm(word[id] + position[t] + token_type[type])
+    for each layer:
+        attention = multi_head_attention(x, W_q, W_k, W_v, H, W_o, padding mask)
+        x = LayerNorm(x + attention)
+        x = LayerNorm(x + W_2 · GELU(W_1 · x))
+
+Each layer's per-head Q, K, V, scores and weights are kept, so the model view
+can show them and any head can be taken into the explorer. Everything is
+float32: the weights are float32 views of the memory-mapped file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attn_explorer.compute import multi_head_attention
+from attn_explorer.models.config import BertConfig, read_config, read_tokenizer_config
+from attn_explorer.models.layers import ACTIVATION_FUNCTIONS, dense, layer_norm
+from attn_explorer.models.safetensors import SafetensorsFile
+from attn_explorer.models.summaries import HeadSummaries, head_summaries
+from attn_explorer.models.tokenizer import Encoding, WordPieceTokenizer
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """One encoder layer's weights, PyTorch layout: a Linear's weight is (out, in)."""
+
+    query: np.ndarray
+    query_bias: np.ndarray
+    key: np.ndarray
+    key_bias: np.ndarray
+    value: np.ndarray
+    value_bias: np.ndarray
+    attention_out: np.ndarray
+    attention_out_bias: np.ndarray
+    attention_norm: np.ndarray
+    attention_norm_bias: np.ndarray
+    intermediate: np.ndarray
+    intermediate_bias: np.ndarray
+    output: np.ndarray
+    output_bias: np.ndarray
+    output_norm: np.ndarray
+    output_norm_bias: np.ndarray
+
+
+#: field of LayerWeights -> name under ``encoder.layer.N.``
+_LAYER_NAMES = {
+    "query": "attention.self.query.weight",
+    "query_bias": "attention.self.query.bias",
+    "key": "attention.self.key.weight",
+    "key_bias": "attention.self.key.bias",
+    "value": "attention.self.value.weight",
+    "value_bias": "attention.self.value.bias",
+    "attention_out": "attention.output.dense.weight",
+    "attention_out_bias": "attention.output.dense.bias",
+    "attention_norm": "attention.output.LayerNorm.weight",
+    "attention_norm_bias": "attention.output.LayerNorm.bias",
+    "intermediate": "intermediate.dense.weight",
+    "intermediate_bias": "intermediate.dense.bias",
+    "output": "output.dense.weight",
+    "output_bias": "output.dense.bias",
+    "output_norm": "output.LayerNorm.weight",
+    "output_norm_bias": "output.LayerNorm.bias",
+}
+
+
+def expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+    """Every weight BertModel needs, by name, with the shape the config implies."""
+    d, ff = config.hidden_size, config.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {
+        "embeddings.word_embeddings.weight": (config.vocab_size, d),
+        "embeddings.position_embeddings.weight": (config.max_position_embeddings, d),
+        "embeddings.token_type_embeddings.weight": (config.type_vocab_size, d),
+        "embeddings.LayerNorm.weight": (d,),
+        "embeddings.LayerNorm.bias": (d,),
+    }
+    per_layer = {
+        "query": (d, d),
+        "key": (d, d),
+        "value": (d, d),
+        "attention_out": (d, d),
+        "intermediate": (ff, d),
+        "intermediate_bias": (ff,),
+        "output": (d, ff),
+    }
+    for layer in range(config.num_hidden_layers):
+        for field, name in _LAYER_NAMES.items():
+            shapes[f"encoder.layer.{layer}.{name}"] = per_layer.get(field, (d,))
+    return shapes
+
+
+def _canonical_name(name: str) -> str:
+    """Map the names other exports use ('bert.' prefix, LayerNorm gamma/beta) to BertModel's."""
+    if name.startswith("bert."):
+        name = name[len("bert.") :]
+    if "LayerNorm." in name:
+        name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
+        name = name.replace("LayerNorm.beta", "LayerNorm.bias")
+    return name
+
+
+def read_weights(path: Path, config: BertConfig) -> dict[str, np.ndarray]:
+    """Open ``model.safetensors`` and check every needed weight's presence, shape and dtype."""
+    tensors = SafetensorsFile(path)
+    by_name = {_canonical_name(n): n for n in tensors.names()}
+    weights: dict[str, np.ndarray] = {}
+    missing = []
+    for name, shape in expected_shapes(config).items():
+        if name not in by_name:
+            missing.append(name)
+            continue
+        stored = by_name[name]
+        if tensors.shape(stored) != shape:
+            raise ValueError(
+                f"{path}: weight {stored!r} has shape {tensors.shape(stored)} but config.json "
+                f"implies {shape}; the weights do not belong to this configuration."
+            )
+        if tensors.dtype(stored) not in ("F32", "F16", "BF16", "F64"):
+            raise ValueError(
+                f"{path}: weight {stored!r} is {tensors.dtype(stored)}; expected floating point."
+            )
+        weights[name] = tensors.get(stored)
+    if missing:
+        shown = ", ".join(missing[:3])
+        if len(missing) > 3:
+            shown += f" and {len(missing) - 3} more"
+        raise ValueError(
+            f"{path}: {len(missing)} weight(s) that config.json calls for are missing ({shown}); "
+            "is this a BertModel checkpoint with the same number of layers?"
+        )
+    return weights
+
+
+@dataclass(frozen=True)
+class ModelAttention:
+    """What one sentence does inside the model: tokens and every layer's attention.
+
+    ``query``, ``key``, ``value`` are (L, H, T, d_head); ``scores`` (raw Q·Kᵀ, before
+    the 1/√d_head scale) and ``weights`` (softmax rows) are (L, H, T, T), rows =
+    query token i, columns = key token j. ``hidden_states`` is (L + 1, T, hidden):
+    the embeddings, then each layer's output. All float32.
+    """
+
+    tokens: list[str]
+    input_ids: np.ndarray
+    token_type_ids: np.ndarray
+    query: np.ndarray
+    key: np.ndarray
+    value: np.ndarray
+    scores: np.ndarray
+    weights: np.ndarray
+    hidden_states: np.ndarray
+    scale: float
+    strategy: str
+    model_name: str = ""
+    truncated: bool = False
+    full_length: int = 0
+
+    @property
+    def last_hidden_state(self) -> np.ndarray:
+        """(T, hidden): the final layer's output for each token."""
+        return self.hidden_states[-1]
+
+    @property
+    def notice(self) -> str:
+        """A sentence for the user when the input was cut, else ''."""
+        if not self.truncated:
+            return ""
+        return (
+            f"The input has {self.full_length} tokens; the model takes at most "
+            f"{len(self.tokens)}, so it was truncated."
+        )
+
+    def summaries(self) -> HeadSummaries:
+        """Per-head entropy and [CLS] / [SEP] / previous-token attention, each (L, H)."""
+        return head_summaries(self.weights, self.tokens)
+
+    def head(self, layer: int, head: int) -> dict:
+        """One head as the explorer takes it: tokens and (T, d_head) float64 Q, K, V."""
+        return {
+            "tokens": list(self.tokens),
+            "query": self.query[layer, head].astype(np.float64),
+            "key": self.key[layer, head].astype(np.float64),
+            "value": self.value[layer, head].astype(np.float64),
+            "layer": int(layer),
+            "head": int(head),
+            "model_name": self.model_name,
+        }
+
+
+@dataclass(frozen=True)
+class ForwardResult:
+    """Batched forward pass: (B, L, H, T, …) attention arrays and (B, L + 1, T, hidden) states."""
+
+    query: np.ndarray
+    key: np.ndarray
+    value: np.ndarray
+    scores: np.ndarray
+    weights: np.ndarray
+    hidden_states: np.ndarray
+    scale: float
+
+
+class BertModel:
+    """A loaded BERT encoder: its config, tokenizer and (memory-mapped) weights."""
+
+    def __init__(
+        self,
+        config: BertConfig,
+        tokenizer: WordPieceTokenizer,
+        weights: dict[str, np.ndarray],
+        name: str = "",
+        folder: Path | None = None,
+    ) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.name = name
+        self.folder = folder
+        self.word_embeddings = weights["embeddings.word_embeddings.weight"]
+        self.position_embeddings = weights["embeddings.position_embeddings.weight"]
+        self.token_type_embeddings = weights["embeddings.token_type_embeddings.weight"]
+        self.embedding_norm = weights["embeddings.LayerNorm.weight"]
+        self.embedding_norm_bias = weights["embeddings.LayerNorm.bias"]
+        self.layers = [
+            LayerWeights(**{f: weights[f"encoder.layer.{n}.{k}"] for f, k in _LAYER_NAMES.items()})
+            for n in range(config.num_hidden_layers)
+        ]
+        self._activation = ACTIVATION_FUNCTIONS[config.hidden_act]
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"BertModel({self.name!r}: {c.num_hidden_layers} layers × {c.num_attention_heads} "
+            f"heads, hidden {c.hidden_size}, vocab {c.vocab_size})"
+        )
+
+    def encode(self, text: str, text_pair: str | None = None) -> Encoding:
+        """Tokenize for this model, truncated to its ``max_position_embeddings``."""
+        return self.tokenizer.encode(text, text_pair, self.config.max_position_embeddings)
+
+    def forward(
+        self,
+        input_ids: np.ndarray,
+        token_type_ids: np.ndarray | None = None,
+        attention_mask: np.ndarray | None = None,
+        strategy: str = "batched",
+    ) -> ForwardResult:
+        """Run the encoder on (B, T) ids.
+
+        ``attention_mask`` (B, T) is 1 for real tokens and 0 for padding: no query
+        attends to a padding key. Attention arrays come back (B, L, H, …).
+        """
+        c = self.config
+        ids = np.asarray(input_ids, dtype=np.int64)
+        if ids.ndim != 2 or ids.shape[1] == 0:
+            raise ValueError(f"input_ids: expected (B, T) with T ≥ 1, got shape {ids.shape}.")
+        length = ids.shape[1]
+        if length > c.max_position_embeddings:
+            raise ValueError(
+                f"input_ids: {length} tokens is over the model's limit of "
+                f"{c.max_position_embeddings}; truncate the input."
+            )
+        if ids.min() < 0 or ids.max() >= c.vocab_size:
+            raise ValueError(f"input_ids: ids must lie in 0 … {c.vocab_size - 1}.")
+        types = np.zeros_like(ids) if token_type_ids is None else np.asarray(token_type_ids)
+        if types.shape != ids.shape or types.min() < 0 or types.max() >= c.type_vocab_size:
+            raise ValueError("token_type_ids: must match input_ids' shape and the type vocabulary.")
+        mask = None
+        if attention_mask is not None:
+            keep = np.asarray(attention_mask).astype(bool)
+            if keep.shape != ids.shape:
+                raise ValueError("attention_mask: must have input_ids' shape (B, T).")
+            mask = keep[:, None, None, :]  # (B, 1, 1, T): every head and query row skips padding
+
+        x = (
+            self.word_embeddings[ids]  # (B, T, hidden)
+            + self.position_embeddings[:length]  # (T, hidden), broadcast over B
+            + self.token_type_embeddings[types]  # (B, T, hidden)
+        )
+        x = layer_norm(x, self.embedding_norm, self.embedding_norm_bias, c.layer_norm_eps)
+        hidden = [x]
+        per_layer: list[tuple[np.ndarray, ...]] = []
+        scale = 1.0
+        for w in self.layers:
+            mha = multi_head_attention(
+                x,
+                w.query.T,  # (hidden, H·d_head): the explorer's convention is x @ W
+                w.key.T,
+                w.value.T,
+                c.num_attention_heads,
+                w_out=w.attention_out.T,
+                b_query=w.query_bias,
+                b_key=w.key_bias,
+                b_value=w.value_bias,
+                b_out=w.attention_out_bias,
+                strategy=strategy,
+                mask=mask,
+            )
+            att = mha.attention
+            scale = att.scale
+            x = layer_norm(
+                x + mha.output, w.attention_norm, w.attention_norm_bias, c.layer_norm_eps
+            )
+            inner = self._activation(dense(x, w.intermediate, w.intermediate_bias))  # (B, T, ff)
+            x = layer_norm(
+                x + dense(inner, w.output, w.output_bias),
+                w.output_norm,
+                w.output_norm_bias,
+                c.layer_norm_eps,
+            )
+            hidden.append(x)
+            per_layer.append((mha.query, mha.key, mha.value, att.scores, att.weights))
+        # stack per-layer (B, H, …) arrays into (B, L, H, …)
+        q, k, v, s, a = (np.stack(arrays, axis=1) for arrays in zip(*per_layer, strict=True))
+        return ForwardResult(q, k, v, s, a, np.stack(hidden, axis=1), scale)
+
+    def attention(
+        self, text: str, text_pair: str | None = None, strategy: str = "batched"
+    ) -> ModelAttention:
+        """Tokenize ``text`` (and ``text_pair``), run the model, keep every head's attention.
+
+        Raises ``ValueError`` for an empty sentence; a sentence longer than the
+        model's ``max_position_embeddings`` is truncated and flagged (``truncated``,
+        ``notice``).
+        """
+        encoding = self.encode(text, text_pair)
+        ids = np.array([encoding.input_ids], dtype=np.int64)  # (1, T)
+        types = np.array([encoding.token_type_ids], dtype=np.int64)
+        result = self.forward(ids, types, np.ones_like(ids), strategy=strategy)
+        return ModelAttention(
+            tokens=encoding.tokens,
+            input_ids=ids[0],
+            token_type_ids=types[0],
+            query=result.query[0],
+            key=result.key[0],
+            value=result.value[0],
+            scores=result.scores[0],
+            weights=result.weights[0],
+            hidden_states=result.hidden_states[0],
+            scale=result.scale,
+            strategy=strategy,
+            model_name=self.name,
+            truncated=encoding.truncated,
+            full_length=encoding.full_length,
+        )
+
+    def embed(self, text: str) -> np.ndarray:
+        """Mean-pooled, L2-normalised sentence embedding (sentence-transformers' recipe)."""
+        pooled = self.attention(text).last_hidden_state.mean(axis=0)
+        return pooled / np.linalg.norm(pooled)
+
+
+def model_name(folder: Path) -> str:
+    """A readable name: 'org/name' for a hub snapshot, else the folder's name."""
+    parts = folder.resolve().parts
+    for index, part in enumerate(parts):
+        in_snapshot = index + 2 < len(parts) and parts[index + 1] == "snapshots"
+        if part.startswith("models--") and in_snapshot:
+            return part[len("models--") :].replace("--", "/")
+    if folder.name == "model" and folder.parent.name:
+        return folder.parent.name  # a package that ships its model in <package>/model
+    return folder.name
+
+
+def load_model(folder: str | Path) -> BertModel:
+    """Load a Hugging Face-layout BERT folder (config.json, model.safetensors, vocab.txt).
+
+    Checks the configuration, the tokenizer files and every weight's name and
+    shape before anything runs; raises ``ValueError`` with a readable message if
+    something is missing or does not fit.
+    """
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"{path}: not a folder; choose a model folder with config.json.")
+    config = read_config(path)
+    tokenizer = WordPieceTokenizer.from_folder(path, read_tokenizer_config(path))
+    if len(tokenizer.id_to_token) > config.vocab_size:
+        raise ValueError(
+            f"{path}: vocab.txt has {len(tokenizer.id_to_token)} tokens but config.json's "
+            f"vocab_size is {config.vocab_size}."
+        )
+    weights_path = path / WEIGHTS_FILE
+    if not weights_path.exists():
+        found = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".h5", ".pt"))
+        hint = f" (found {', '.join(found)}: only safetensors is read)" if found else ""
+        raise ValueError(f"{path}: no {WEIGHTS_FILE}{hint}.")
+    weights = read_weights(weights_path, config)
+    return BertModel(config, tokenizer, weights, name=model_name(path), folder=path)

@@ -1,0 +1,234 @@
+"""A short, dependency-free reader (and writer) of the safetensors format.
+
+The format is three parts, back to back::
+
+    8 bytes    N, the header length, unsigned little-endian
+    N bytes    a JSON object: name -> {"dtype", "shape", "data_offsets": [begin, end]}
+               (plus an optional "__metadata__" of strings)
+    the rest   raw little-endian tensor bytes; offsets count from here
+
+The file is memory-mapped, so opening a 90 MB model costs a few milliseconds and
+a float32 tensor is a view into the page cache. Every header field is checked
+before it is used: a truncated or malformed file raises ``ValueError`` naming the
+file and what is wrong, never an ``IndexError`` from deep inside numpy.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+#: Raw little-endian dtype of each safetensors dtype name.
+DTYPES: dict[str, np.dtype] = {
+    "F64": np.dtype("<f8"),
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype("<u2"),  # bfloat16: the top half of a float32, widened on read
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+    "I16": np.dtype("<i2"),
+    "I8": np.dtype("i1"),
+    "U8": np.dtype("u1"),
+    "BOOL": np.dtype("?"),
+}
+FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
+
+#: Headers larger than this are refused (the reference implementation's limit).
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+
+
+def _bf16_to_float32(raw: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) -> float32: shift them into the top half."""
+    return (raw.astype(np.uint32) << 16).view(np.float32)
+
+
+def _float32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (uint16), rounding to nearest even."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
+    return ((bits + rounding) >> 16).astype(np.uint16)
+
+
+class SafetensorsFile:
+    """One memory-mapped ``.safetensors`` file, validated on opening.
+
+    ``names()`` lists the tensors, ``shape(name)`` and ``dtype(name)`` describe
+    one without reading it, and ``get(name)`` returns it: floating-point tensors
+    (F16, BF16, F32, F64) as float32, integer and bool tensors in their own dtype.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        where = f"{self.path}"
+        try:
+            size = self.path.stat().st_size
+        except OSError as exc:
+            raise ValueError(f"{where}: cannot read the weights file ({exc.strerror}).") from None
+        if size < 8:
+            raise ValueError(
+                f"{where}: the file is {size} bytes, too short for a safetensors header "
+                "(8-byte length + JSON); it is truncated or not a safetensors file."
+            )
+        with open(self.path, "rb") as handle:
+            header_len = int.from_bytes(handle.read(8), "little")
+            if header_len > MAX_HEADER_BYTES:
+                raise ValueError(
+                    f"{where}: header length {header_len:,} bytes is implausible "
+                    f"(limit {MAX_HEADER_BYTES:,}); this is not a safetensors file."
+                )
+            if 8 + header_len > size:
+                raise ValueError(
+                    f"{where}: the header says it is {header_len:,} bytes but the file has only "
+                    f"{size - 8:,} after the length field; the file is truncated."
+                )
+            raw_header = handle.read(header_len)
+        try:
+            header = json.loads(raw_header.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{where}: the header is not valid UTF-8 JSON ({exc}).") from None
+        if not isinstance(header, dict):
+            raise ValueError(f"{where}: the header is JSON but not an object of tensors.")
+        metadata = header.pop("__metadata__", None) or {}
+        if not isinstance(metadata, dict):
+            raise ValueError(f"{where}: '__metadata__' must be an object of strings.")
+        self.metadata: dict[str, str] = {str(k): str(v) for k, v in metadata.items()}
+        self._data_start = 8 + header_len
+        data_len = size - self._data_start
+        self._entries: dict[str, tuple[str, tuple[int, ...], int, int]] = {}
+        for name, entry in header.items():
+            self._entries[name] = _check_entry(where, name, entry, data_len)
+        spans = sorted((begin, end, name) for name, (_, _, begin, end) in self._entries.items())
+        for (_, end_a, name_a), (begin_b, _, name_b) in itertools.pairwise(spans):
+            if begin_b < end_a:
+                raise ValueError(f"{where}: tensors {name_a!r} and {name_b!r} overlap.")
+        # A plain ndarray view of the read-only map: results of arithmetic on the
+        # weights are ordinary arrays, not np.memmap subclasses.
+        self._buffer = (
+            np.asarray(np.memmap(self.path, dtype=np.uint8, mode="r", offset=self._data_start))
+            if data_len > 0
+            else np.zeros(0, dtype=np.uint8)
+        )
+
+    def names(self) -> list[str]:
+        """Tensor names, in header order."""
+        return list(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """Shape of tensor ``name`` as stored."""
+        return self._entries[name][1]
+
+    def dtype(self, name: str) -> str:
+        """Stored dtype name of tensor ``name`` (``"F32"``, ``"BF16"``, …)."""
+        return self._entries[name][0]
+
+    def get(self, name: str) -> np.ndarray:
+        """Tensor ``name``; floating point comes back as float32 (a view when stored so)."""
+        if name not in self._entries:
+            raise KeyError(f"{self.path}: no tensor named {name!r}.")
+        dtype_name, shape, begin, end = self._entries[name]
+        raw = self._buffer[begin:end].view(DTYPES[dtype_name]).reshape(shape)
+        if dtype_name == "BF16":
+            return _bf16_to_float32(raw)
+        if dtype_name in FLOAT_DTYPES and dtype_name != "F32":
+            return raw.astype(np.float32)
+        return raw
+
+
+def _check_entry(
+    where: str, name: str, entry: object, data_len: int
+) -> tuple[str, tuple[int, ...], int, int]:
+    """Validate one header entry; return (dtype, shape, begin, end)."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: header entry {name!r} is not an object.")
+    dtype_name = entry.get("dtype")
+    if dtype_name not in DTYPES:
+        raise ValueError(
+            f"{where}: tensor {name!r} has dtype {dtype_name!r}; supported: {', '.join(DTYPES)}."
+        )
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
+        raise ValueError(
+            f"{where}: tensor {name!r} has shape {shape!r}; expected a list of sizes ≥ 0."
+        )
+    offsets = entry.get("data_offsets")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in offsets)
+    ):
+        raise ValueError(
+            f"{where}: tensor {name!r} has data_offsets {offsets!r}; expected [begin, end]."
+        )
+    begin, end = offsets
+    if not 0 <= begin <= end:
+        raise ValueError(f"{where}: tensor {name!r} has bad data_offsets [{begin}, {end}].")
+    if end > data_len:
+        raise ValueError(
+            f"{where}: tensor {name!r} ends at byte {end:,} of the data but the file holds only "
+            f"{data_len:,} bytes of data; the file is truncated."
+        )
+    expected = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype_name].itemsize
+    if end - begin != expected:
+        raise ValueError(
+            f"{where}: tensor {name!r} is {dtype_name} {tuple(shape)}, which needs {expected:,} "
+            f"bytes, but its data_offsets span {end - begin:,}."
+        )
+    return dtype_name, tuple(shape), begin, end
+
+
+def save_safetensors(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, np.ndarray],
+    *,
+    metadata: Mapping[str, str] | None = None,
+    bf16: Iterable[str] = (),
+) -> Path:
+    """Write ``tensors`` as a safetensors file (dtype kept; names in ``bf16`` stored as BF16).
+
+    Used by the tests to build tiny models; the header is padded with spaces to a
+    multiple of 8 bytes so that every tensor starts aligned, as the reference
+    writer does.
+    """
+    as_bf16 = set(bf16)
+    names = {np.dtype(d): n for n, d in DTYPES.items() if n != "BF16"}
+    header: dict[str, object] = {}
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    blobs: list[bytes] = []
+    offset = 0
+    for name, value in tensors.items():
+        array = np.asarray(value)
+        if name in as_bf16:
+            dtype_name, raw = "BF16", _float32_to_bf16(array)
+        else:
+            little = array.dtype.newbyteorder("<") if array.dtype.itemsize > 1 else array.dtype
+            if little not in names:
+                raise ValueError(f"save_safetensors: {name!r} has unsupported dtype {array.dtype}.")
+            dtype_name, raw = names[little], np.ascontiguousarray(array, dtype=little)
+        blob = raw.tobytes()
+        header[name] = {
+            "dtype": dtype_name,
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(blob)],
+        }
+        blobs.append(blob)
+        offset += len(blob)
+    encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    encoded += b" " * (-len(encoded) % 8)
+    out = Path(path)
+    with open(out, "wb") as handle:
+        handle.write(len(encoded).to_bytes(8, "little"))
+        handle.write(encoded)
+        for blob in blobs:
+            handle.write(blob)
+    return out
