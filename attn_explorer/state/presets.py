@@ -19,7 +19,10 @@ def _snap(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray | None 
 
 
 def worked_example() -> Preset:
-    """The article's worked example: Q = K = [[1,0],[0,1],[1,1]] gives S = [[1,0,1],[0,1,1],[1,1,2]]."""
+    """The article's worked example.
+
+    Q = K = [[1,0],[0,1],[1,1]] gives S = [[1,0,1],[0,1,1],[1,1,2]].
+    """
     q = np.array(WORKED_QK)
     return Preset(
         "worked",
@@ -43,7 +46,9 @@ def exercise() -> Preset:
     )
 
 
-def random_preset(batch: int = 1, heads: int = 4, tokens: int = 8, dim: int = 4, seed: int = 0) -> Preset:
+def random_preset(
+    batch: int = 1, heads: int = 4, tokens: int = 8, dim: int = 4, seed: int = 0
+) -> Preset:
     """Seeded random values, rounded to 2 decimals so they read well in the tables."""
     rng = np.random.default_rng(seed)
     shape = (batch, heads, tokens, dim)

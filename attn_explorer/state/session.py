@@ -182,13 +182,15 @@ class Session:
         return b, h, t, d
 
     def matrix(self, name: str) -> np.ndarray:
-        """The full (B, H, T, d) tensor of ``"query"``, ``"key"`` or ``"value"`` (read-only view)."""
+        """The full (B, H, T, d) tensor of ``"query"``, ``"key"`` or ``"value"``, read-only."""
         array = {"query": self._query, "key": self._key, "value": self._value}[name]
         view = array.view()
         view.flags.writeable = False
         return view
 
-    def head_matrix(self, name: str, batch: int | None = None, head: int | None = None) -> np.ndarray:
+    def head_matrix(
+        self, name: str, batch: int | None = None, head: int | None = None
+    ) -> np.ndarray:
         """The (T, d) matrix of one (batch, head); defaults to the selected ones."""
         b = self.options.batch_index if batch is None else batch
         h = self.options.head if head is None else head
@@ -202,10 +204,7 @@ class Session:
     def shape_text(self) -> str:
         """Labelled shapes, e.g. ``Q: (B=1, H=2, T=3, d=2) · S: (B=1, H=2, T_q=3, T_k=3)``."""
         b, h, t, d = self.shape
-        return (
-            f"Q, K, V: (B={b}, H={h}, T={t}, d={d}) · "
-            f"S = Q Kᵀ: (B={b}, H={h}, T_q={t}, T_k={t})"
-        )
+        return f"Q, K, V: (B={b}, H={h}, T={t}, d={d}) · S = Q Kᵀ: (B={b}, H={h}, T_q={t}, T_k={t})"
 
     @property
     def dirty(self) -> bool:
@@ -323,7 +322,13 @@ class Session:
         return f"{MATRIX_LETTER[matrix]}[{name}, d{dim + 1}] (head {h + 1})"
 
     def set_cell_text(
-        self, matrix: str, token: int, dim: int, text: str, *, batch: int | None = None,
+        self,
+        matrix: str,
+        token: int,
+        dim: int,
+        text: str,
+        *,
+        batch: int | None = None,
         head: int | None = None,
     ) -> bool:
         """Parse ``text`` and store it; on bad input report the cell and keep the old value."""
@@ -335,7 +340,13 @@ class Session:
         return self.set_block(matrix, token, dim, [[value]], batch=batch, head=head)
 
     def set_cell(
-        self, matrix: str, token: int, dim: int, value: float, *, batch: int | None = None,
+        self,
+        matrix: str,
+        token: int,
+        dim: int,
+        value: float,
+        *,
+        batch: int | None = None,
         head: int | None = None,
     ) -> bool:
         return self.set_block(matrix, token, dim, [[value]], batch=batch, head=head)
@@ -428,9 +439,7 @@ class Session:
         self._value = snap.value.copy()
         opts = options or self.options
         b, h, _, _ = self.shape
-        opts = replace(
-            opts, batch_index=min(opts.batch_index, b - 1), head=min(opts.head, h - 1)
-        )
+        opts = replace(opts, batch_index=min(opts.batch_index, b - 1), head=min(opts.head, h - 1))
         options_changed = opts != self.options
         self.options = opts
         self._changed()
@@ -509,8 +518,10 @@ class Session:
         rows = self._fills((b, h, 1, d))
         new = Snapshot(
             (*self._tokens[:at], name, *self._tokens[at:]),
-            *(np.concatenate([m[:, :, :at], r, m[:, :, at:]], axis=2)
-              for m, r in zip((self._query, self._key, self._value), rows, strict=True)),
+            *(
+                np.concatenate([m[:, :, :at], r, m[:, :, at:]], axis=2)
+                for m, r in zip((self._query, self._key, self._value), rows, strict=True)
+            ),
         )
         return self._structural(f"add token {name}", new)
 
