@@ -495,10 +495,8 @@ def _head_list(session: Session, heads: str | Sequence[int]) -> list[int]:
         raise ExportError("heads: no head chosen; give at least one head number")
     for head in chosen:
         if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < count:
-            raise ExportError(
-                f"heads: there is no head {head}; this session has heads 0..{count - 1} "
-                "(numbered from 0)"
-            )
+            have = "only head 0" if count == 1 else f"heads 0..{count - 1} (numbered from 0)"
+            raise ExportError(f"heads: there is no head {head}; this session has {have}")
     return chosen
 
 
