@@ -4,23 +4,29 @@ Opens the main window offscreen on the worked example, checks its scores, export
 heatmap PNG to a temporary folder and checks the file decodes and is not blank. Prints
 ``self-test ok`` and returns 0, or ``self-test FAILED: <reason>`` and returns 1. Used by
 tests/test_bundle.py on the PyInstaller bundle, where a missing Qt plugin, data file or
-hidden import shows up here rather than on a user's desktop.
+hidden import shows up here rather than on a user's desktop. Settings and the autosave go
+to a throw-away folder, so running it never changes the user's last session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 WORKED_SCORES = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
 
 #: How long to let timers (debounced recompute, workers) run before checking results.
 SETTLE_SECONDS = 0.5
+
+#: Settings and autosave go to a throw-away folder (see attn_explorer/ui/settings.py).
+PRIVATE_FOLDERS = {"ATTN_EXPLORER_SETTINGS_DIR": "settings", "ATTN_EXPLORER_DATA_DIR": "data"}
 
 #: A real heatmap has a colour map, labels and a colour bar; a blank image has one or two colours.
 MIN_DISTINCT_COLOURS = 8
@@ -30,7 +36,7 @@ class SelfTestError(Exception):
     """One check failed; the message is the reason shown to the user."""
 
 
-def _settle(app: object, seconds: float = SETTLE_SECONDS) -> None:
+def settle(app: object, seconds: float = SETTLE_SECONDS) -> None:
     """Run the event loop for ``seconds`` so debounce timers and worker signals get through."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -115,7 +121,23 @@ def _check_png(path: Path) -> str:
     return f"{path.name} {image.width()}×{image.height()} px, >{MIN_DISTINCT_COLOURS} colours"
 
 
-def _run() -> list[str]:
+@contextlib.contextmanager
+def private_app_folders(folder: Path) -> Iterator[None]:
+    """Point settings and autosave at ``folder``, so the self-test never touches the user's."""
+    saved = {name: os.environ.get(name) for name in PRIVATE_FOLDERS}
+    try:
+        for name, sub in PRIVATE_FOLDERS.items():
+            os.environ[name] = str(folder / sub)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run(folder: Path) -> list[str]:
     """All checks in order; returns progress lines, raises SelfTestError on the first failure."""
     from PySide6.QtWidgets import QApplication
 
@@ -131,31 +153,42 @@ def _run() -> list[str]:
     window = MainWindow()
     try:
         window.show()
-        _settle(app)
+        settle(app)
         session = _load_worked_example(window)
-        _settle(app)
+        settle(app)
         _check_scores(session)
         lines.append("worked example: S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]")
-        with tempfile.TemporaryDirectory(prefix="attn-explorer-self-test-") as folder:
-            png, how = _export_png(window, session, Path(folder))
-            lines.append(f"{how}: {_check_png(png)}")
+        export = folder / "export"
+        export.mkdir()
+        png, how = _export_png(window, session, export)
+        lines.append(f"{how}: {_check_png(png)}")
     finally:
-        # Discard the self-test's edits so closing never asks to save.
-        mark_saved = getattr(getattr(window, "session", None), "mark_saved", None)
-        if mark_saved is not None:
-            mark_saved()
-        window.close()
-        window.deleteLater()
-        _settle(app, 0.05)
+        close_quietly(window)
+        settle(app, 0.05)
     return lines
+
+
+def close_quietly(window: object) -> None:
+    """Close ``window`` without a "save changes?" dialog: its edits are the self-test's own."""
+    if hasattr(window, "ask_before_discard"):
+        window.ask_before_discard = False
+    mark_saved = getattr(getattr(window, "session", None), "mark_saved", None)
+    if mark_saved is not None:
+        mark_saved()
+    window.close()  # type: ignore[attr-defined]
+    window.deleteLater()  # type: ignore[attr-defined]
 
 
 def run_self_test() -> int:
     """Open the window offscreen, check scores and an exported PNG; 0 if all is well."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     try:
-        for line in _run():
-            print(f"  {line}")
+        with (
+            tempfile.TemporaryDirectory(prefix="attn-explorer-self-test-") as folder,
+            private_app_folders(Path(folder)),
+        ):
+            for line in _run(Path(folder)):
+                print(f"  {line}")
     except SelfTestError as exc:
         print(f"self-test FAILED: {exc}")
         return 1
