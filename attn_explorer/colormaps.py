@@ -7,20 +7,37 @@ Qt-free, so the headless exporter and the tests use exactly the colours the wind
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 # Anchor colours, evenly spaced; interpolated linearly to 256 entries.
 _ANCHORS: dict[str, list[tuple[int, int, int]]] = {
     # ColorBrewer RdBu, reversed so negative = blue, positive = red
     "diverging": [
-        (5, 48, 97), (33, 102, 172), (67, 147, 195), (146, 197, 222), (209, 229, 240),
+        (5, 48, 97),
+        (33, 102, 172),
+        (67, 147, 195),
+        (146, 197, 222),
+        (209, 229, 240),
         (247, 247, 247),
-        (253, 219, 199), (244, 165, 130), (214, 96, 77), (178, 24, 43), (103, 0, 31),
+        (253, 219, 199),
+        (244, 165, 130),
+        (214, 96, 77),
+        (178, 24, 43),
+        (103, 0, 31),
     ],
     # viridis, sampled at 9 points
     "sequential": [
-        (68, 1, 84), (71, 44, 122), (59, 81, 139), (44, 113, 142), (33, 144, 141),
-        (39, 173, 129), (92, 200, 99), (170, 220, 50), (253, 231, 37),
+        (68, 1, 84),
+        (71, 44, 122),
+        (59, 81, 139),
+        (44, 113, 142),
+        (33, 144, 141),
+        (39, 173, 129),
+        (92, 200, 99),
+        (170, 220, 50),
+        (253, 231, 37),
     ],
     # greys, for print
     "greys": [(255, 255, 255), (0, 0, 0)],
@@ -29,15 +46,18 @@ _ANCHORS: dict[str, list[tuple[int, int, int]]] = {
 COLORMAPS = tuple(_ANCHORS)
 
 
+@cache
 def lut(name: str) -> np.ndarray:
-    """(256, 3) uint8 lookup table of colour map ``name``."""
+    """(256, 3) uint8 lookup table of colour map ``name`` (shared: do not modify)."""
     if name not in _ANCHORS:
         raise ValueError(f"colour map: unknown {name!r}; choose one of {', '.join(COLORMAPS)}.")
     anchors = np.array(_ANCHORS[name], dtype=np.float64)
     x = np.linspace(0.0, 1.0, len(anchors))
     grid = np.linspace(0.0, 1.0, 256)
     table = np.stack([np.interp(grid, x, anchors[:, c]) for c in range(3)], axis=1)
-    return np.round(table).astype(np.uint8)
+    table = np.round(table).astype(np.uint8)
+    table.flags.writeable = False
+    return table
 
 
 def value_range(values: np.ndarray, diverging: bool) -> tuple[float, float]:

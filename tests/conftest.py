@@ -2,5 +2,15 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(tmp_path, monkeypatch):
+    """Each test gets its own QSettings and app-data folder (autosave, recent files)."""
+    monkeypatch.setenv("ATTN_EXPLORER_SETTINGS_DIR", str(tmp_path / "settings"))
+    monkeypatch.setenv("ATTN_EXPLORER_DATA_DIR", str(tmp_path / "data"))
+    yield

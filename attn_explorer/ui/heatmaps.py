@@ -1,0 +1,299 @@
+"""Per-head heatmaps: one pyqtgraph ImageItem per head, a colour bar, hover read-out.
+
+Rows are queries (top to bottom), columns are keys (left to right). Colours come
+from :mod:`attn_explorer.colormaps` (diverging about 0 for scores, sequential
+0..1 for weights), converted to RGB here after downsampling to about the pixels
+on screen, so 16 heads of 2048×2048 redraw without freezing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtWidgets import QLabel, QMenu, QVBoxLayout, QWidget
+
+from attn_explorer.colormaps import lut, to_rgb, value_range
+from attn_explorer.compute import AttentionResult
+from attn_explorer.state import Session
+from attn_explorer.state.stepper import Frame
+
+pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
+
+#: Most image pixels per axis a head is drawn with; larger grids are decimated.
+MAX_PIXELS = 256
+MAX_TOKEN_TICKS = 24
+EMPTY_RGB = (250, 250, 250)
+
+
+def downsample(values: np.ndarray, limit: int = MAX_PIXELS) -> np.ndarray:
+    """Keep every s-th row and column so neither axis exceeds ``limit``."""
+    step_r = max(1, math.ceil(values.shape[-2] / limit))
+    step_c = max(1, math.ceil(values.shape[-1] / limit))
+    if step_r == step_c == 1:
+        return values
+    return values[..., ::step_r, ::step_c]
+
+
+class _TokenAxis(pg.AxisItem):
+    """Token names at integer positions (cell centres) when they fit, else numbers."""
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self.tokens: list[str] = []
+
+    def set_tokens(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+        if 0 < len(tokens) <= MAX_TOKEN_TICKS:
+            self.setTicks([[(i + 0.5, t) for i, t in enumerate(tokens)]])
+        else:
+            self.setTicks(None)
+
+
+class ColourBar(pg.PlotItem):
+    """A vertical gradient with an axis giving the colour scale's range."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.image = pg.ImageItem()
+        self.addItem(self.image)
+        self.hideAxis("bottom")
+        self.hideAxis("left")
+        self.showAxis("right")
+        self.setMouseEnabled(False, False)
+        self.hideButtons()
+        self.setMenuEnabled(False)
+        self.setMaximumWidth(70)
+        self.setMinimumWidth(60)
+
+    def set_range(self, name: str, low: float, high: float) -> None:
+        gradient = np.ascontiguousarray(lut(name)[:, None, :])  # (256, 1, 3): row 0 = low
+        self.image.setImage(gradient, autoLevels=False, levels=(0, 255))
+        self.image.setRect(0, low, 1, high - low)
+        self.setYRange(low, high, padding=0)
+        self.setXRange(0, 1, padding=0)
+
+
+class HeatmapGrid(QWidget):
+    """A grid of heads (or one enlarged head), a shared or per-head colour bar, hover text."""
+
+    cellClicked = Signal(int, int, int)  # head, i, j
+    headActivated = Signal(int)
+    exportRequested = Signal(str)  # "current" or "montage"
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.view = pg.GraphicsLayoutWidget()
+        self.view.setBackground("w")
+        self.hover = QLabel("Hover a heatmap for (head, query i, key j, value).")
+        self.hover.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.view, 1)
+        layout.addWidget(self.hover)
+        self.plots: list[pg.PlotItem] = []
+        self.images: list[pg.ImageItem] = []
+        self.bars: list[ColourBar] = []
+        self.enlarged: int | None = None
+        self._layout_key: tuple[object, ...] | None = None
+        self._values: np.ndarray | None = None  # (H, T_q, T_k) of the shown stage
+        self._stage = "scores"
+        self._frame: Frame | None = None
+        self.ranges: list[tuple[float, float]] = []
+        self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
+        self.setToolTip(
+            "Click a cell to step the loop to it; double-click a head to enlarge it; "
+            "right-click to export."
+        )
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
+
+    def _context_menu(self, pos: object) -> None:
+        menu = QMenu(self)
+        menu.addAction("Export current head…", lambda: self.exportRequested.emit("current"))
+        menu.addAction(
+            "Export all heads as a montage…", lambda: self.exportRequested.emit("montage")
+        )
+        menu.exec(self.view.mapToGlobal(pos))  # type: ignore[arg-type]
+
+    # -- building ------------------------------------------------------------------
+    def _heads_shown(self) -> list[int]:
+        # The heads of the values on screen, which may lag the session by one recompute.
+        heads = self._values.shape[0] if self._values is not None else self.session.shape[1]
+        if self.enlarged is not None and self.enlarged < heads:
+            return [self.enlarged]
+        return list(range(heads))
+
+    def _rebuild(self, t_q: int, t_k: int) -> None:
+        heads = self._heads_shown()
+        key = (
+            tuple(heads),
+            t_q,
+            t_k,
+            self.session.options.shared_scale,
+            tuple(self.session.tokens),
+        )
+        if key == self._layout_key:
+            return
+        self._layout_key = key
+        self.view.clear()
+        self.plots, self.images, self.bars = [], [], []
+        columns = max(1, math.ceil(math.sqrt(len(heads))))
+        shared = self.session.options.shared_scale
+        tokens = self.session.tokens
+        for n, h in enumerate(heads):
+            row, col = divmod(n, columns)
+            left = _TokenAxis("left")
+            bottom = _TokenAxis("bottom")
+            plot = pg.PlotItem(axisItems={"left": left, "bottom": bottom})
+            plot.setTitle(f"head {h + 1}", size="10pt")
+            plot.setLabel("left", "query i")
+            plot.setLabel("bottom", "key j" if self._stage != "output" else "dimension of V")
+            plot.invertY(True)
+            plot.setAspectLocked(False)
+            plot.hideButtons()
+            plot.setMenuEnabled(False)
+            plot.getViewBox().setMouseEnabled(False, False)
+            if len(tokens) == t_q:
+                left.set_tokens(tokens)
+            if self._stage != "output" and len(tokens) == t_k:
+                bottom.set_tokens(tokens)
+            image = pg.ImageItem()
+            image.setRect(0, 0, t_k, t_q)
+            plot.addItem(image)
+            plot.setXRange(0, t_k, padding=0)
+            plot.setYRange(0, t_q, padding=0)
+            grid_col = col * (1 if shared else 2)
+            self.view.addItem(plot, row=row, col=grid_col)
+            self.plots.append(plot)
+            self.images.append(image)
+            if not shared:
+                bar = ColourBar()
+                self.view.addItem(bar, row=row, col=grid_col + 1)
+                self.bars.append(bar)
+        if shared:
+            bar = ColourBar()
+            rows = math.ceil(len(heads) / columns)
+            self.view.addItem(bar, row=0, col=columns, rowspan=max(1, rows))
+            self.bars.append(bar)
+
+    # -- updates ---------------------------------------------------------------------
+    def set_result(self, result: AttentionResult | None, stage: str) -> None:
+        """Show ``stage`` of every head of the selected batch entry."""
+        if result is None:
+            return
+        values = result.stage(stage)
+        if values is None:
+            return
+        b = min(self.session.options.batch_index, values.shape[0] - 1)
+        if stage != self._stage:
+            self._layout_key = None
+        self._stage = stage
+        self._values = values[b]  # (H, T_q, T_k)
+        self.redraw()
+
+    def set_frame(self, frame: Frame | None) -> None:
+        self._frame = frame
+        self.redraw()
+
+    def set_enlarged(self, head: int | None) -> None:
+        """Show one head large (None: all heads)."""
+        self.enlarged = head
+        self._layout_key = None
+        self.redraw()
+
+    def colormap(self) -> str:
+        if self._stage == "weights":
+            return self.session.options.weight_colormap
+        return self.session.options.score_colormap
+
+    def redraw(self) -> None:
+        """Recolour every shown head from the current values, scale and stepper frame."""
+        if self._values is None:
+            return
+        heads_total, t_q, t_k = self._values.shape
+        self._rebuild(t_q, t_k)
+        heads = self._heads_shown()
+        small = downsample(self._values)  # (H, ≤256, ≤256): the pixels we draw
+        name = self.colormap()
+        diverging = self._stage != "weights"
+        shared = self.session.options.shared_scale
+        if self._stage == "weights":
+            ranges = [(0.0, 1.0)] * heads_total
+        elif shared:
+            ranges = [value_range(small, diverging)] * heads_total
+        else:
+            ranges = [value_range(small[h], diverging) for h in range(heads_total)]
+        self.ranges = ranges
+        filled = self._filled(heads_total, t_q, t_k)
+        for image, h in zip(self.images, heads, strict=True):
+            low, high = ranges[h]
+            rgb = to_rgb(small[h], name, low, high)
+            if filled is not None:
+                rgb[~downsample(filled[h])] = EMPTY_RGB
+            image.setImage(rgb, autoLevels=False, levels=(0, 255))
+            image.setRect(0, 0, t_k, t_q)
+        if shared or self._stage == "weights":
+            self.bars[0].set_range(name, *ranges[heads[0]])
+        else:
+            for bar, h in zip(self.bars, heads, strict=True):
+                bar.set_range(name, *ranges[h])
+
+    def _filled(self, heads: int, t_q: int, t_k: int) -> np.ndarray | None:
+        frame = self._frame
+        if frame is None or self._stage == "output":
+            return None
+        b = self.session.options.batch_index
+        if frame.filled.shape[1:] != (heads, t_q, t_k) or b >= frame.filled.shape[0]:
+            return None
+        return frame.filled[b]
+
+    # -- mouse ---------------------------------------------------------------------------
+    def _cell_at(self, pos: QPointF) -> tuple[int, int, int] | None:
+        if self._values is None:
+            return None
+        _, t_q, t_k = self._values.shape
+        for plot, h in zip(self.plots, self._heads_shown(), strict=True):
+            box = plot.getViewBox()
+            if box.sceneBoundingRect().contains(pos):
+                point = box.mapSceneToView(pos)
+                i, j = math.floor(point.y()), math.floor(point.x())
+                if 0 <= i < t_q and 0 <= j < t_k:
+                    return h, i, j
+        return None
+
+    def describe(self, head: int, i: int, j: int) -> str:
+        """Hover text for one cell."""
+        assert self._values is not None
+        tokens = self.session.tokens
+        value = float(self._values[head, i, j])
+        q = tokens[i] if i < len(tokens) else str(i)
+        if self._stage == "output":
+            return (
+                f"head {head + 1} · query {q} (i={i + 1}) · dimension {j + 1} · value {value:.6g}"
+            )
+        k = tokens[j] if j < len(tokens) else str(j)
+        shown = "−∞ (hidden by the mask)" if value == -np.inf else f"{value:.6g}"
+        return (
+            f"head {head + 1} · query {q} (i={i + 1}) · key {k} (j={j + 1}) · {self._stage} {shown}"
+        )
+
+    def _on_mouse_moved(self, pos: QPointF) -> None:
+        cell = self._cell_at(pos)
+        if cell is not None:
+            self.hover.setText(self.describe(*cell))
+
+    def _on_mouse_clicked(self, event: object) -> None:
+        pos = event.scenePos()  # type: ignore[attr-defined]
+        cell = self._cell_at(pos)
+        if cell is None:
+            return
+        if event.double():  # type: ignore[attr-defined]
+            self.set_enlarged(None if self.enlarged is not None else cell[0])
+            self.headActivated.emit(cell[0])
+        else:
+            self.cellClicked.emit(*cell)

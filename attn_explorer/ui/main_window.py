@@ -1,0 +1,470 @@
+"""The main window: builds the panels and menus and wires session events to views. No math.
+
+Data flows one way: an edit goes into the :class:`Session`; the session's events
+schedule a (debounced) recompute; the result is pushed into the score grid and
+the heatmaps. Small shapes compute on the spot (within one frame of the edit);
+big ones compute in a worker and the newest edit wins.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from attn_explorer import __version__
+from attn_explorer.compute import STRATEGIES, AttentionResult, attention, attention_scores
+from attn_explorer.compute.timing import estimate_loop_seconds
+from attn_explorer.state import Session
+from attn_explorer.state.stepper import Frame
+from attn_explorer.ui import palette
+from attn_explorer.ui.controls import CodePanel, OptionsBar, SizeControls, StrategyToggle
+from attn_explorer.ui.heatmaps import HeatmapGrid
+from attn_explorer.ui.matrix_table import MatrixTable
+from attn_explorer.ui.score_grid import ScoreGrid
+from attn_explorer.ui.settings import settings
+from attn_explorer.ui.timing_panel import TimingPanel, format_seconds
+from attn_explorer.ui.workers import LatestRunner
+
+#: Score cells (B·H·T·T) up to which results are computed on the GUI thread.
+SYNC_CELLS = 64 * 64 * 8
+#: The loop strategy is not run for results if it is predicted to take longer (s).
+LOOP_RESULT_LIMIT = 3.0
+#: The other strategies are run for the agreement check when the loop takes less (s).
+AGREEMENT_LOOP_LIMIT = 1.0
+
+
+def compute_job(inputs: dict[str, Any], check_agreement: bool) -> Any:
+    """Worker job: the attention result for ``inputs`` and, if cheap, the strategies' agreement."""
+
+    def job(progress: Any, should_stop: Any) -> tuple[int, AttentionResult, dict[str, float], str]:
+        strategy = inputs["strategy"]
+        used = strategy
+        if strategy == "loop":
+            eta = estimate_loop_seconds(inputs["query"].shape, inputs["key"].shape)
+            if eta > LOOP_RESULT_LIMIT:
+                used = "batched"
+        result = attention(
+            inputs["query"],
+            inputs["key"],
+            inputs["value"],
+            strategy=used,
+            scale=inputs["scale"],
+            causal=inputs["causal"],
+        )
+        diffs: dict[str, float] = {}
+        if check_agreement and not should_stop():
+            for other in STRATEGIES:
+                if other != used:
+                    scores = attention_scores(inputs["query"], inputs["key"], other)
+                    diffs[other] = float(np.max(np.abs(scores - result.scores)))
+        return inputs["revision"], result, diffs, used
+
+    return job
+
+
+class _ShortcutGuard(QObject):
+    """Lets plain typing reach a table (to start editing) instead of window shortcuts 1/2/3."""
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ShortcutOverride:
+            key_event = event  # QKeyEvent
+            text = key_event.text()  # type: ignore[attr-defined]
+            if (
+                text
+                and text.isprintable()
+                and not key_event.modifiers()
+                & (  # type: ignore[attr-defined]
+                    Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
+                )
+            ):
+                event.accept()
+                return True
+        return False
+
+
+class MainWindow(QMainWindow):
+    """Attention Explorer's window. ``session`` is the single source of truth."""
+
+    resultShown = Signal()
+
+    def __init__(self, session: Session | None = None) -> None:
+        super().__init__()
+        self.session = session or Session()
+        self.ask_before_discard = True
+        self.result: AttentionResult | None = None
+        self.result_strategy = self.session.options.strategy
+        self.diffs: dict[str, float] = {}
+        self.frame: Frame | None = None
+        self.last_edit_time = 0.0
+        self.setWindowTitle("Attention Explorer")
+        from attn_explorer.ui.icons import app_icon
+
+        self.setWindowIcon(app_icon())
+        self._build_views()
+        self._build_docks()
+        self._build_actions()
+        self._build_status_bar()
+        self._connect_session()
+        self.runner = LatestRunner(self)
+        self.runner.finished.connect(self._on_worker_result)
+        self.runner.failed.connect(self._on_worker_failed)
+        self.runner.busy.connect(self._on_busy)
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(40)
+        self._debounce.timeout.connect(self.recompute)
+        self.resize(1400, 900)
+        self._restore_settings()
+        self.recompute(sync=True)
+        self._update_title()
+
+    # -- construction ---------------------------------------------------------------------
+    def _build_views(self) -> None:
+        s = self.session
+        self.tables = {name: MatrixTable(s, name) for name in ("query", "key", "value")}
+        guard = _ShortcutGuard(self)
+        for table in self.tables.values():
+            table.installEventFilter(guard)
+        self._guard = guard
+        self.score_grid = ScoreGrid(s)
+        self.heatmaps = HeatmapGrid(s)
+        self.score_grid.cellClicked.connect(
+            lambda i, j: self.seek_cell(s.options.batch_index, s.options.head, i, j)
+        )
+        self.heatmaps.cellClicked.connect(
+            lambda h, i, j: self.seek_cell(s.options.batch_index, h, i, j)
+        )
+        self.heatmaps.exportRequested.connect(self._export_from_heatmap)
+        self.strategy_toggle = StrategyToggle(s)
+        self.options_bar = OptionsBar(s)
+        self.size_controls = SizeControls(s)
+        self.code_panel = CodePanel(s)
+        self.timing_panel = TimingPanel(s)
+
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.score_grid)
+        left.addWidget(self.code_panel)
+        left.setStretchFactor(0, 3)
+        left.setStretchFactor(1, 2)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        splitter.addWidget(self.heatmaps)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(4, 4, 4, 4)
+        top = QWidget()
+        top_layout = QVBoxLayout(top)
+        top_layout.setContentsMargins(0, 0, 0, 0)
+        row = QWidget()
+        row_layout = QHBoxLayout(row)
+        row_layout.setContentsMargins(0, 0, 0, 0)
+        row_layout.addWidget(QLabel("strategy"))
+        row_layout.addWidget(self.strategy_toggle)
+        row_layout.addSpacing(12)
+        row_layout.addWidget(self.options_bar)
+        row_layout.addStretch(1)
+        top_layout.addWidget(row)
+        layout.addWidget(top)
+        layout.addWidget(splitter, 1)
+        self.setCentralWidget(central)
+        self.splitter = splitter
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, name: str) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _build_docks(self) -> None:
+        inputs = QWidget()
+        layout = QVBoxLayout(inputs)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.size_controls)
+        self.matrix_tabs = QTabWidget()
+        qk = QSplitter(Qt.Orientation.Vertical)
+        for name, title in (("query", "Q — queries"), ("key", "K — keys")):
+            box = QWidget()
+            box_layout = QVBoxLayout(box)
+            box_layout.setContentsMargins(0, 0, 0, 0)
+            label = QLabel(f"<b>{title}</b> (rows = tokens, columns = d)")
+            box_layout.addWidget(label)
+            box_layout.addWidget(self.tables[name])
+            qk.addWidget(box)
+        self.matrix_tabs.addTab(qk, "Q and K")
+        self.matrix_tabs.addTab(self.tables["value"], "V — values")
+        self.matrix_tabs.setTabToolTip(1, "Values, used by the output stage (weights @ V)")
+        layout.addWidget(self.matrix_tabs, 1)
+        self.inputs_dock = self._dock(
+            "Inputs", inputs, Qt.DockWidgetArea.LeftDockWidgetArea, "inputs"
+        )
+        self.timing_dock = self._dock(
+            "Timing", self.timing_panel, Qt.DockWidgetArea.BottomDockWidgetArea, "timing"
+        )
+        self.stepper = None
+        try:
+            from attn_explorer.ui.stepper import StepperPanel
+        except ImportError:  # the stepper panel is optional while it is being built
+            StepperPanel = None  # type: ignore[assignment,misc]
+        if StepperPanel is not None:
+            self.stepper = StepperPanel(self.session)
+            self.stepper.frameChanged.connect(self.set_frame)
+            self.stepper_dock = self._dock(
+                "Step through the loops",
+                self.stepper,
+                Qt.DockWidgetArea.BottomDockWidgetArea,
+                "stepper",
+            )
+            self.tabifyDockWidget(self.timing_dock, self.stepper_dock)
+            self.stepper_dock.raise_()
+        self.resizeDocks([self.inputs_dock], [380], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.timing_dock], [300], Qt.Orientation.Vertical)
+
+    def _action(
+        self, menu: Any, text: str, slot: Any, shortcut: Any = None, tip: str = ""
+    ) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setToolTip(tip)
+            action.setStatusTip(tip)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _build_actions(self) -> None:
+        from attn_explorer.ui import menus
+
+        menus.build_menus(self)
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.shape_label = QLabel()
+        self.shape_label.setToolTip(
+            "B = batch (separate inputs), H = heads, T = tokens, d = vector size"
+        )
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)
+        self.busy.setMaximumWidth(120)
+        self.busy.setToolTip("Computing in the background; the newest edit wins")
+        self.busy.hide()
+        bar.addPermanentWidget(self.busy)
+        bar.addPermanentWidget(self.shape_label)
+
+    def _connect_session(self) -> None:
+        ev = self.session.events
+        ev.values.connect(lambda matrix: self.schedule())
+        ev.shape.connect(self._on_shape_changed)
+        ev.tokens.connect(lambda: self.show_result())
+        ev.options.connect(self._on_option_changed)
+        ev.message.connect(self._on_message)
+        ev.dirty.connect(lambda dirty: self._update_title())
+
+    # -- session → views ------------------------------------------------------------------
+    def _on_shape_changed(self) -> None:
+        self.heatmaps.set_enlarged(None)
+        self.schedule()
+
+    def _on_option_changed(self, name: str) -> None:
+        if name in ("strategy", "scale", "causal", "dtype", "all"):
+            self.schedule()
+        elif name in (
+            "stage",
+            "head",
+            "batch_index",
+            "shared_scale",
+            "score_colormap",
+            "weight_colormap",
+        ):
+            self.show_result()
+        self._update_shape_label()
+
+    def _on_message(self, text: str, level: str) -> None:
+        timeout = 0 if level == "error" else 6000
+        self.statusBar().showMessage(text, timeout)
+
+    def schedule(self) -> None:
+        """Recompute soon: small shapes within a frame, big ones debounced into the worker."""
+        self.last_edit_time = time.perf_counter()
+        b, h, t, _ = self.session.shape
+        if b * h * t * t <= SYNC_CELLS:
+            self.recompute(sync=True)
+        else:
+            self._debounce.start()
+
+    def recompute(self, sync: bool | None = None) -> None:
+        """Compute the current result (here, or in the worker for big shapes)."""
+        b, h, t, _ = self.session.shape
+        if sync is None:
+            sync = b * h * t * t <= SYNC_CELLS
+        inputs = self.session.compute_inputs()
+        eta = estimate_loop_seconds(inputs["query"].shape, inputs["key"].shape)
+        job = compute_job(inputs, check_agreement=eta < AGREEMENT_LOOP_LIMIT)
+        if sync:
+            try:
+                outcome = job(lambda f, m: None, lambda: False)
+            except ValueError as exc:
+                self._on_worker_failed(str(exc))
+                return
+            self._on_worker_result(outcome)
+        else:
+            self.runner.submit(job)
+
+    def _on_worker_result(self, outcome: object) -> None:
+        revision, result, diffs, used = outcome  # type: ignore[misc]
+        if not self.session.accept_result(revision, result):
+            return  # stale: a newer edit is on its way
+        self.result, self.diffs, self.result_strategy = result, diffs, used
+        self.show_result()
+
+    def _on_worker_failed(self, message: str) -> None:
+        self.statusBar().showMessage(f"Could not compute: {message}")
+
+    def _on_busy(self, busy: bool) -> None:
+        self.busy.setVisible(busy)
+
+    def show_result(self) -> None:
+        """Push the cached result into the grid, the heatmaps and the read-outs."""
+        result = self.result
+        stage = self.session.options.stage
+        self.score_grid.set_result(result, stage)
+        self.heatmaps.set_result(result, stage)
+        self.score_grid.set_frame(self.frame)
+        self._update_provenance()
+        self._update_shape_label()
+        self.resultShown.emit()
+
+    def _update_provenance(self) -> None:
+        chosen = self.session.options.strategy
+        used = self.result_strategy
+        lines = [f"Result computed with <b>{used}</b>."]
+        if used != chosen:
+            shape = self.session.matrix("query").shape
+            eta = estimate_loop_seconds(shape, shape)
+            lines = [
+                f"The loop would take about {format_seconds(eta)} here, so the result shown was "
+                f"computed with <b>{used}</b> (the same numbers). Use Timing ▸ Run loop anyway "
+                "to time it."
+            ]
+        if self.diffs:
+            lines.append(
+                "Max |difference| vs "
+                + ", ".join(f"{name}: {value:.3g}" for name, value in self.diffs.items())
+                + (" — they agree." if max(self.diffs.values()) < 1e-3 else "")
+            )
+        else:
+            lines.append("Agreement check skipped: the loop would be slow on this shape.")
+        self.code_panel.set_provenance("<br>".join(lines))
+        self.code_panel.set_strategy(chosen)
+
+    def _update_shape_label(self) -> None:
+        self.shape_label.setText(self.session.shape_text())
+
+    def set_frame(self, frame: Frame | None) -> None:
+        """The stepper moved: highlight tables, fill the grid and heatmap progressively."""
+        self.frame = frame
+        for table in self.tables.values():
+            table.set_frame(frame)
+        self.score_grid.set_frame(frame)
+        self.heatmaps.set_frame(frame)
+        step = frame.step if frame is not None else None
+        if step is not None and step.head != self.session.options.head:
+            self.session.set_option("head", step.head)  # follow the loop into the next head
+
+    def _export_from_heatmap(self, heads: str) -> None:
+        from attn_explorer.ui import menus
+
+        menus.export_dialog(self, heads)
+
+    # -- public actions (menus, lessons, tests) ------------------------------------------
+    def set_strategy(self, name: str) -> None:
+        self.session.set_option("strategy", name)
+
+    def set_stage(self, name: str) -> None:
+        self.session.set_option("stage", name)
+
+    def load_preset(self, name: str, **kwargs: Any) -> bool:
+        from attn_explorer.state.presets import PRESETS
+
+        preset = PRESETS[name](**kwargs) if kwargs else PRESETS[name]()
+        ok = self.session.load(preset.snapshot, preset.options, f"load {preset.title}")
+        if ok:
+            self.statusBar().showMessage(
+                f"Loaded preset: {preset.title} — {preset.description}", 8000
+            )
+        return ok
+
+    def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
+        if self.stepper is not None:
+            self.stepper.seek_cell(batch, head, i, j)
+
+    def undo(self) -> None:
+        self.session.undo()
+
+    def redo(self) -> None:
+        self.session.redo()
+
+    def set_dark(self, dark: bool) -> None:
+        palette.apply(dark)
+        settings().setValue("dark", dark)
+
+    def about(self) -> None:
+        from attn_explorer.ui.icons import about_text
+
+        QMessageBox.about(self, "About Attention Explorer", about_text())
+
+    # -- title, settings, close -------------------------------------------------------------
+    def _update_title(self) -> None:
+        name = self.session.name or "untitled"
+        star = "*" if self.session.dirty else ""
+        self.setWindowTitle(f"{name}{star} — Attention Explorer {__version__}")
+
+    def _restore_settings(self) -> None:
+        s = settings()
+        geometry = s.value("geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)  # type: ignore[arg-type]
+        state = s.value("window_state")
+        if state is not None:
+            self.restoreState(state)  # type: ignore[arg-type]
+        dark = s.value("dark", False, type=bool)
+        if dark:
+            palette.apply(True)
+            self.dark_action.setChecked(True)
+
+    def save_settings(self) -> None:
+        s = settings()
+        s.setValue("geometry", self.saveGeometry())
+        s.setValue("window_state", self.saveState())
+        s.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        from attn_explorer.ui import menus
+
+        if not menus.confirm_discard(self):
+            event.ignore()
+            return
+        self.runner.cancel(quiet=True)
+        self.timing_panel.runner.cancel(quiet=True)
+        self.save_settings()
+        menus.write_autosave(self, final=True)
+        event.accept()

@@ -1,0 +1,251 @@
+"""The numeric score grid (T ≤ 16): S or the selected stage, coloured, with hover working.
+
+Rows are queries i, columns are keys j — written on the view so the axes are
+never ambiguous. Hovering a cell shows q_i, k_j, the product per dimension and
+the sum. During stepping, cells not reached yet are drawn empty (not zero).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QPen
+from PySide6.QtWidgets import (
+    QHeaderView,
+    QLabel,
+    QStyledItemDelegate,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from attn_explorer.colormaps import to_rgb, value_range
+from attn_explorer.compute import AttentionResult
+from attn_explorer.state import Session, format_number
+from attn_explorer.state.stepper import Frame
+from attn_explorer.ui.matrix_table import display_number
+
+MAX_GRID_TOKENS = 16
+_Index = QModelIndex | QPersistentModelIndex
+
+STAGE_TITLES = {
+    "scores": "S = Q Kᵀ (raw scores)",
+    "scaled": "S / √d (scaled scores)",
+    "masked": "scaled scores with the mask (−∞ = hidden)",
+    "weights": "softmax weights (each row sums to 1)",
+    "output": "output = weights @ V",
+}
+
+
+def colormap_for(stage: str, session: Session) -> str:
+    """Diverging (centred at 0) for scores, sequential (0..1) for probabilities."""
+    if stage == "weights":
+        return session.options.weight_colormap
+    return session.options.score_colormap
+
+
+class ScoreGridModel(QAbstractTableModel):
+    """The selected stage of the selected (batch, head) as a read-only table."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.values = np.zeros((0, 0))
+        self.colours = np.zeros((0, 0, 3), dtype=np.uint8)
+        self.filled: np.ndarray | None = None  # bool (T_q, T_k) while stepping
+        self.current: tuple[int, int] | None = None
+        self.stage = "scores"
+
+    def set_values(self, values: np.ndarray, stage: str) -> None:
+        """Show a 2-D array of one head (rows = queries)."""
+        reset = values.shape != self.values.shape or stage != self.stage
+        if reset:
+            self.beginResetModel()
+        self.values = np.asarray(values, dtype=np.float64)
+        self.stage = stage
+        diverging = stage != "weights"
+        low, high = value_range(self.values, diverging)
+        if stage == "weights":
+            low, high = 0.0, 1.0
+        self.colours = to_rgb(self.values, colormap_for(stage, self.session), low, high)
+        if reset:
+            self.endResetModel()
+        elif self.values.size:
+            self.dataChanged.emit(
+                self.index(0, 0), self.index(self.rowCount() - 1, self.columnCount() - 1)
+            )
+
+    def set_progress(self, filled: np.ndarray | None, current: tuple[int, int] | None) -> None:
+        self.filled, self.current = filled, current
+        if self.values.size:
+            self.dataChanged.emit(
+                self.index(0, 0), self.index(self.rowCount() - 1, self.columnCount() - 1)
+            )
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else self.values.shape[0]
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() or self.values.ndim < 2 else self.values.shape[1]
+
+    def _hidden(self, r: int, c: int) -> bool:
+        return self.filled is not None and not bool(self.filled[r, c]) and self.current != (r, c)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        r, c = index.row(), index.column()
+        value = float(self.values[r, c])
+        if role == Qt.ItemDataRole.DisplayRole:
+            if self._hidden(r, c):
+                return ""
+            if self.current == (r, c) and self.filled is not None and not self.filled[r, c]:
+                return "…"
+            return "−∞" if value == -np.inf else display_number(value)
+        if role == Qt.ItemDataRole.BackgroundRole:
+            if self._hidden(r, c) or (self.current == (r, c) and not self.filled[r, c]):  # type: ignore[index]
+                return QBrush(QColor(250, 250, 250))
+            red, green, blue = (int(x) for x in self.colours[r, c])
+            return QBrush(QColor(red, green, blue))
+        if role == Qt.ItemDataRole.ForegroundRole:
+            red, green, blue = (int(x) for x in self.colours[r, c])
+            light = 0.299 * red + 0.587 * green + 0.114 * blue > 140
+            hidden = self._hidden(r, c)
+            return QBrush(QColor(0, 0, 0) if light or hidden else QColor(255, 255, 255))
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return int(Qt.AlignmentFlag.AlignCenter)
+        if role == Qt.ItemDataRole.FontRole and self.current == (r, c):
+            font = QFont()
+            font.setBold(True)
+            return font
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self.working(r, c)
+        return None
+
+    def working(self, r: int, c: int) -> str:
+        """The hover text: q_i, k_j, the products per dimension and their sum."""
+        tokens = self.session.tokens
+        if self.stage == "output":
+            return f"output[{tokens[r]}, d{c + 1}] = {format_number(float(self.values[r, c]))}"
+        q = self.session.head_matrix("query")[r]
+        k = self.session.head_matrix("key")[c]
+        products = q * k
+        lines = [
+            f"query {tokens[r]} (row i={r + 1}) · key {tokens[c]} (column j={c + 1})",
+            "q = (" + ", ".join(display_number(x) for x in q) + ")",
+            "k = (" + ", ".join(display_number(x) for x in k) + ")",
+            " + ".join(
+                f"{display_number(a)}·{display_number(b)}" for a, b in zip(q, k, strict=True)
+            )
+            + f" = {display_number(float(products.sum()))}",
+        ]
+        if self.stage != "scores":
+            lines.append(f"{STAGE_TITLES[self.stage]}: {format_number(float(self.values[r, c]))}")
+        return "\n".join(lines)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> object:
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        tokens = self.session.tokens
+        if orientation == Qt.Orientation.Vertical:
+            return f"q: {tokens[section]}" if section < len(tokens) else None
+        if self.stage == "output":
+            return f"d{section + 1}"
+        return f"k: {tokens[section]}" if section < len(tokens) else None
+
+
+class _OutlineDelegate(QStyledItemDelegate):
+    """Draws a frame around the cell the stepper is filling."""
+
+    def paint(self, painter, option, index) -> None:  # type: ignore[no-untyped-def]
+        super().paint(painter, option, index)
+        model = index.model()
+        if isinstance(model, ScoreGridModel) and model.current == (index.row(), index.column()):
+            painter.save()
+            painter.setPen(QPen(QColor(255, 140, 0), 3))
+            painter.drawRect(option.rect.adjusted(1, 1, -2, -2))
+            painter.restore()
+
+
+class ScoreGrid(QWidget):
+    """Title, axis note and the coloured numeric grid; a note instead when T > 16."""
+
+    cellClicked = Signal(int, int)
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.title = QLabel()
+        self.title.setStyleSheet("font-weight: bold;")
+        self.axes = QLabel("rows = query i, columns = key j")
+        self.axes.setToolTip("Each cell (i, j) is the dot product of query row i and key row j.")
+        self.model = ScoreGridModel(session, self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setItemDelegate(_OutlineDelegate(self.table))
+        self.table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.setMouseTracking(True)
+        self.table.clicked.connect(lambda idx: self.cellClicked.emit(idx.row(), idx.column()))
+        self.table.setToolTip("Hover a cell for its working; click it to step the loop to it.")
+        self.note = QLabel(
+            f"The numeric grid is shown for up to {MAX_GRID_TOKENS} tokens; "
+            "see the heatmaps for larger sizes."
+        )
+        self.note.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addWidget(self.axes)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.note)
+        self.note.hide()
+
+    def set_result(self, result: AttentionResult | None, stage: str) -> None:
+        """Show ``stage`` of the selected (batch, head) of ``result``."""
+        b, h = self.session.options.batch_index, self.session.options.head
+        t = self.session.shape[2]
+        head_label = f"head {h + 1}" + (f", batch {b + 1}" if self.session.shape[0] > 1 else "")
+        self.title.setText(f"{STAGE_TITLES[stage]} — {head_label}")
+        too_big = t > MAX_GRID_TOKENS
+        self.table.setVisible(not too_big)
+        self.note.setVisible(too_big)
+        if result is None or too_big:
+            return
+        values = result.stage(stage)
+        if values is None:
+            self.note.setText("No output: add V values to see weights @ V.")
+            self.note.show()
+            return
+        self.axes.setText(
+            "rows = query i, columns = dimension of V"
+            if stage == "output"
+            else "rows = query i, columns = key j"
+        )
+        self.model.set_values(values[b, h], stage)
+
+    def set_frame(self, frame: Frame | None) -> None:
+        """Stepping: show only computed cells; outline the one being filled."""
+        if frame is None or self.model.stage == "output":
+            self.model.set_progress(None, None)
+            return
+        b, h = self.session.options.batch_index, self.session.options.head
+        fb, fh = frame.filled.shape[:2]
+        if b >= fb or h >= fh or frame.filled.shape[2:] != self.model.values.shape:
+            self.model.set_progress(None, None)
+            return
+        current = None
+        if frame.cell is not None and frame.cell[:2] == (b, h):
+            current = (frame.cell[2], frame.cell[3])
+        self.model.set_progress(frame.filled[b, h], current)
+
+    def text_grid(self) -> list[list[str]]:
+        """What the user reads in the grid (for tests)."""
+        m = self.model
+        return [
+            [str(m.data(m.index(r, c))) for c in range(m.columnCount())]
+            for r in range(m.rowCount())
+        ]

@@ -1,0 +1,131 @@
+"""Run plain functions in a thread pool; results come back by signal on the GUI thread.
+
+A job is a plain function ``fn(progress, should_stop) -> result`` (see
+``compute.time_strategies``). Each submit gets a new ticket; only the newest
+ticket of a :class:`LatestRunner` reaches the GUI, so stale results are dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+from attn_explorer.compute import Cancelled
+
+Job = Callable[[Callable[[float, str], None], Callable[[], bool]], Any]
+
+
+class _Signals(QObject):
+    finished = Signal(int, object)
+    failed = Signal(int, str)
+    cancelled = Signal(int)
+    progress = Signal(int, float, str)
+
+
+class _Task(QRunnable):
+    def __init__(self, ticket: int, job: Job, signals: _Signals, stop: threading.Event) -> None:
+        super().__init__()
+        self.ticket, self.job, self.signals, self.stop = ticket, job, signals, stop
+        self.setAutoDelete(True)
+
+    def run(self) -> None:
+        try:
+            result = self.job(
+                lambda fraction, text: self.signals.progress.emit(self.ticket, fraction, text),
+                self.stop.is_set,
+            )
+        except Cancelled:
+            self.signals.cancelled.emit(self.ticket)
+        except Exception as exc:  # reported in the UI; the app stays usable
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            self.signals.failed.emit(self.ticket, detail)
+        else:
+            self.signals.finished.emit(self.ticket, result)
+
+
+class LatestRunner(QObject):
+    """Runs one job at a time in the background; a new submit supersedes the old one.
+
+    Signals carry only the newest job's outcome: ``finished(result)``,
+    ``failed(message)``, ``cancelled()``, ``progress(fraction, text)``, and
+    ``busy(bool)`` when work starts or ends.
+    """
+
+    finished = Signal(object)
+    failed = Signal(str)
+    cancelled = Signal()
+    progress = Signal(float, str)
+    busy = Signal(bool)
+
+    _pool: QThreadPool | None = None
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._signals = _Signals()
+        self._signals.finished.connect(self._on_finished)
+        self._signals.failed.connect(self._on_failed)
+        self._signals.cancelled.connect(self._on_cancelled)
+        self._signals.progress.connect(self._on_progress)
+        self._ticket = 0
+        self._stop: threading.Event | None = None
+        self.dropped = 0  # stale results thrown away (for tests and the benchmark)
+
+    @classmethod
+    def pool(cls) -> QThreadPool:
+        if cls._pool is None:
+            cls._pool = QThreadPool()
+            cls._pool.setMaxThreadCount(2)
+        return cls._pool
+
+    def submit(self, job: Job) -> int:
+        """Start ``job``; any job still running is told to stop and its result is dropped."""
+        self.cancel(quiet=True)
+        self._ticket += 1
+        self._stop = threading.Event()
+        self.pool().start(_Task(self._ticket, job, self._signals, self._stop))
+        self.busy.emit(True)
+        return self._ticket
+
+    def cancel(self, quiet: bool = False) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+            if not quiet:
+                self._ticket += 1
+                self.busy.emit(False)
+                self.cancelled.emit()
+
+    def is_busy(self) -> bool:
+        return self._stop is not None
+
+    def _current(self, ticket: int) -> bool:
+        if ticket != self._ticket:
+            self.dropped += 1
+            return False
+        return True
+
+    def _on_finished(self, ticket: int, result: object) -> None:
+        if self._current(ticket):
+            self._stop = None
+            self.busy.emit(False)
+            self.finished.emit(result)
+
+    def _on_failed(self, ticket: int, message: str) -> None:
+        if self._current(ticket):
+            self._stop = None
+            self.busy.emit(False)
+            self.failed.emit(message)
+
+    def _on_cancelled(self, ticket: int) -> None:
+        if self._current(ticket):
+            self._stop = None
+            self.busy.emit(False)
+            self.cancelled.emit()
+
+    def _on_progress(self, ticket: int, fraction: float, text: str) -> None:
+        if ticket == self._ticket:
+            self.progress.emit(fraction, text)

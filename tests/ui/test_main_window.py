@@ -1,0 +1,307 @@
+"""The explorer window driven as a user drives it (offscreen)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QLineEdit
+
+from attn_explorer.colormaps import lut
+from attn_explorer.compute import STRATEGIES
+from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.ui.workers import LatestRunner
+
+S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]
+
+
+@pytest.fixture
+def window(qtbot):
+    w = MainWindow()
+    w.ask_before_discard = False
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    return w
+
+
+def type_into_cell(qtbot, table, row, col, text):
+    """Open the cell's editor, type like a user, press Enter, wait for the commit."""
+    index = table.model().index(row, col)
+    table.setCurrentIndex(index)
+    table.edit(index)
+    editor = table.findChild(QLineEdit)
+    assert editor is not None and editor.isVisible()
+    editor.selectAll()
+    qtbot.keyClicks(editor, text)
+    qtbot.keyClick(editor, Qt.Key.Key_Return)
+    qtbot.wait(10)
+
+
+def grid_numbers(window):
+    return [[float(x) for x in row] for row in window.score_grid.text_grid()]
+
+
+def test_opens_on_worked_example(window):
+    assert window.session.tokens == ["t1", "t2", "t3"]
+    assert grid_numbers(window) == S
+    assert "rows = query i, columns = key j" in window.score_grid.axes.text()
+    assert "B=1, H=1, T=3, d=2" in window.shape_label.text()
+    assert window.heatmaps.plots[0].titleLabel.text == "head 1"
+
+
+def test_typing_q1_changes_scores_row_and_heatmap(qtbot, window):
+    table = window.tables["query"]
+    before = window.heatmaps.images[0].image.copy()
+    with qtbot.waitSignal(table.model().dataChanged, timeout=2000):
+        type_into_cell(qtbot, table, 0, 0, "2")
+    assert window.session.head_matrix("query")[0].tolist() == [2.0, 0.0]
+    assert grid_numbers(window)[0] == [2, 0, 2]
+    assert window.result is not None
+    assert window.result.scores[0, 0, 0].tolist() == [2.0, 0.0, 2.0]
+    after = window.heatmaps.images[0].image
+    assert not np.array_equal(before, after)
+
+
+def test_full_precision_is_kept(qtbot, window):
+    table = window.tables["key"]
+    with qtbot.waitSignal(table.model().dataChanged, timeout=2000):
+        type_into_cell(qtbot, table, 1, 1, "0.1234567890123")
+    assert window.session.head_matrix("key")[1, 1] == 0.1234567890123
+
+
+@pytest.mark.parametrize("text", ["abc", "nan", "inf", "1,5"])
+def test_bad_text_is_rejected_with_a_message_naming_the_cell(qtbot, window, text):
+    table = window.tables["query"]
+    type_into_cell(qtbot, table, 1, 0, text)
+    assert window.session.head_matrix("query")[1, 0] == 0.0
+    message = window.statusBar().currentMessage()
+    assert "Q[t2, d1]" in message
+    assert "kept the old value" in message
+    assert grid_numbers(window) == S
+    assert not window.session.can_undo()
+
+
+def test_each_strategy_gives_identical_results(qtbot, window):
+    window.load_preset("random", heads=3, tokens=6, dim=4, seed=3)
+    results = {}
+    for name in STRATEGIES:
+        qtbot.mouseClick(window.strategy_toggle.buttons[name], Qt.MouseButton.LeftButton)
+        assert window.session.options.strategy == name
+        assert window.result_strategy == name
+        results[name] = window.result.scores.copy()
+        assert f"computed with <b>{name}</b>" in window.code_panel.provenance.text()
+    np.testing.assert_allclose(results["loop"], results["batched"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(results["matmul"], results["batched"], rtol=1e-12, atol=1e-12)
+    assert max(window.diffs.values()) < 1e-9
+
+
+def test_keys_1_2_3_switch_strategy(qtbot, window):
+    window.heatmaps.setFocus()
+    for key, name in zip((Qt.Key.Key_1, Qt.Key.Key_2, Qt.Key.Key_3), STRATEGIES, strict=True):
+        window.strategy_actions[name].trigger()
+        assert window.session.options.strategy == name
+        assert window.strategy_actions[name].shortcut().toString() == chr(key)
+
+
+def test_code_panel_shows_the_compute_source(window):
+    import inspect
+
+    from attn_explorer.compute import strategies
+
+    source = inspect.getsource(strategies)
+    for name in STRATEGIES:
+        window.set_strategy(name)
+        text = window.code_panel.code.toPlainText()
+        assert text.strip()
+        for line in text.splitlines():
+            assert line.strip() in source
+    window.set_strategy("loop")
+    assert "total += Q[i][d] * K[j][d]" in window.code_panel.code.toPlainText()
+
+
+def test_paste_block_then_undo_redo(qtbot, window):
+    table = window.tables["key"]
+    table.setCurrentIndex(table.model().index(1, 0))
+    QApplication.clipboard().setText("5\t6\n7, 8\n")
+    assert table.paste()
+    assert window.session.head_matrix("key").tolist() == [[1, 0], [5, 6], [7, 8]]
+    assert grid_numbers(window)[0] == [1, 5, 7]
+    window.undo_action.trigger()
+    assert window.session.head_matrix("key").tolist() == [[1, 0], [0, 1], [1, 1]]
+    assert grid_numbers(window) == S
+    window.redo_action.trigger()
+    assert window.session.head_matrix("key")[2].tolist() == [7, 8]
+
+
+def test_paste_that_does_not_fit_or_is_not_numbers_keeps_state(window):
+    table = window.tables["key"]
+    table.setCurrentIndex(table.model().index(2, 1))
+    assert not table.paste("1 2\n3 4")
+    assert "does not fit" in window.statusBar().currentMessage()
+    assert not table.paste("1 x")
+    assert "not a number" in window.statusBar().currentMessage()
+    assert grid_numbers(window) == S
+
+
+def test_copy_selection_full_precision(qtbot, window):
+    window.session.set_cell("query", 0, 1, 0.1 + 0.2)
+    table = window.tables["query"]
+    table.selectAll()
+    text = table.copy_selection()
+    assert text.splitlines()[0] == "1\t0.30000000000000004"
+    assert QApplication.clipboard().text() == text
+
+
+def test_resize_and_undo_through_size_controls(qtbot, window):
+    controls = window.size_controls
+    controls.spins["T"].setValue(5)
+    controls.spins["H"].setValue(2)
+    controls.apply()
+    assert window.session.shape == (1, 2, 5, 2)
+    assert window.tables["query"].model().rowCount() == 5
+    assert len(window.heatmaps.plots) == 2
+    window.undo_action.trigger()
+    assert window.session.shape == (1, 1, 3, 2)
+    assert grid_numbers(window) == S
+
+
+def test_over_limit_resize_is_refused_and_state_kept(window):
+    assert not window.session.resize(tokens=5000)
+    assert "over the limit" in window.statusBar().currentMessage()
+    assert window.session.shape == (1, 1, 3, 2)
+
+
+@pytest.mark.parametrize(
+    "name", ["worked", "exercise", "identity", "duplicates", "large-norms", "causal"]
+)
+def test_presets_load_and_show(window, name):
+    assert window.load_preset(name)
+    assert window.result is not None
+    t = window.session.shape[2]
+    assert window.tables["key"].model().rowCount() == t
+    if name == "exercise":
+        assert window.result.scores[0, 0, 1, 3] == 0.0
+    if name == "identity":
+        assert grid_numbers(window) == np.eye(4).tolist()
+
+
+def test_causal_toggle_hides_upper_triangle(window):
+    window.session.set_option("stage", "weights")
+    window.options_bar.causal.setChecked(True)
+    weights = window.result.weights[0, 0]
+    assert np.all(np.triu(weights, 1) == 0)
+    assert window.score_grid.text_grid()[0][1] == "0"
+
+
+def test_table_models_pass_qtmodeltester(qtmodeltester, window):
+    qtmodeltester.check(window.tables["query"].model())
+    qtmodeltester.check(window.score_grid.model)
+
+
+def test_large_size_computes_in_worker_and_stays_responsive(qtbot, window):
+    window.load_preset("random", heads=4, tokens=512, dim=16, seed=1)
+    assert window.score_grid.note.isVisible() or window.score_grid.table.isHidden()
+    qtbot.waitUntil(
+        lambda: window.result is not None and window.result.scores.shape[-1] == 512, timeout=10000
+    )
+    assert len(window.heatmaps.plots) == 4
+    assert window.heatmaps.images[0].image.shape[0] <= 256  # downsampled to screen pixels
+
+
+def test_loop_on_big_shape_falls_back_with_a_message(qtbot, window):
+    window.load_preset("random", heads=8, tokens=512, dim=64, seed=1)
+    window.set_strategy("loop")
+    qtbot.waitUntil(
+        lambda: window.result is not None and window.result.scores.shape[-1] == 512, timeout=15000
+    )
+    assert window.result_strategy == "batched"
+    assert "loop would take about" in window.code_panel.provenance.text()
+
+
+def test_stale_worker_results_are_dropped(qtbot):
+    runner = LatestRunner()
+    got = []
+    runner.finished.connect(got.append)
+
+    def slow(progress, should_stop):
+        import time
+
+        time.sleep(0.2)
+        return "old"
+
+    runner.submit(slow)
+    runner.submit(lambda p, s: "new")
+    qtbot.waitUntil(lambda: runner.dropped >= 1 and bool(got), timeout=3000)
+    assert got == ["new"]
+
+
+def test_worker_cancel(qtbot):
+    from attn_explorer.compute import Cancelled
+
+    runner = LatestRunner()
+    cancelled = []
+    runner.cancelled.connect(lambda: cancelled.append(True))
+
+    def job(progress, should_stop):
+        import time
+
+        for _ in range(200):
+            if should_stop():
+                raise Cancelled()
+            time.sleep(0.005)
+        return "done"
+
+    runner.submit(job)
+    runner.cancel()
+    assert cancelled == [True]
+    assert not runner.is_busy()
+
+
+def test_worker_error_is_reported(qtbot):
+    runner = LatestRunner()
+    with qtbot.waitSignal(runner.failed, timeout=2000) as blocker:
+        runner.submit(lambda p, s: 1 / 0)
+    assert "ZeroDivisionError" in blocker.args[0]
+
+
+def test_grab_shows_colour_map_extremes(qtbot, window):
+    window.load_preset("large-norms")  # softmax saturates: weights ≈ 1 and ≈ 0
+    window.session.set_option("stage", "weights")
+    qtbot.wait(50)
+    image = window.grab().toImage()
+    assert not image.isNull()
+    table = lut("sequential")
+    colours = set()
+    for y in range(0, image.height(), 3):
+        for x in range(0, image.width(), 3):
+            c = image.pixelColor(x, y)
+            colours.add((c.red(), c.green(), c.blue()))
+    assert len(colours) > 50  # not blank
+    assert tuple(int(v) for v in table[0]) in colours
+    assert tuple(int(v) for v in table[-1]) in colours
+
+
+def test_hover_text_shows_working(window):
+    text = window.score_grid.model.working(2, 2)
+    assert "1·1 + 1·1 = 2" in text
+    assert "query t3" in text and "key t3" in text
+    described = window.heatmaps.describe(0, 0, 1)
+    assert "head 1" in described and "key t2" in described and "0" in described
+
+
+def test_title_shows_unsaved_changes(window):
+    assert "*" not in window.windowTitle()
+    window.session.set_cell("query", 0, 0, 3.0)
+    assert "*" in window.windowTitle()
+
+
+def test_per_head_colour_scale_and_enlarge(window):
+    window.load_preset("random", heads=4, tokens=6, dim=3, seed=2)
+    window.session.set_option("shared_scale", False)
+    assert len(window.heatmaps.bars) == 4
+    ranges = window.heatmaps.ranges
+    assert len(set(ranges)) > 1
+    window.heatmaps.set_enlarged(2)
+    assert len(window.heatmaps.plots) == 1
+    assert window.heatmaps.plots[0].titleLabel.text == "head 3"
