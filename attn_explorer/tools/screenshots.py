@@ -76,6 +76,9 @@ def take(
             _apply(window.session, shot)
             settle(app, 1.0)
             image = window.grab().toImage()
+            got = (image.width(), image.height())
+            if got != size:
+                report(f"note: asked for {size[0]}×{size[1]}, the window is {got[0]}×{got[1]}")
             target = folder / shot.filename
             if not image.save(str(target), "PNG"):
                 raise OSError(f"cannot write {target}")
