@@ -167,6 +167,7 @@ class MainWindow(QMainWindow):
         splitter.addWidget(self.heatmaps)
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
+        splitter.setSizes([480, 600])  # room for the code panel's longest line
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -416,6 +417,57 @@ class MainWindow(QMainWindow):
     def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
         if self.stepper is not None:
             self.stepper.seek_cell(batch, head, i, j)
+
+    def highlight_targets(self) -> dict[str, QWidget]:
+        """The controls a lesson may point at, by name."""
+        targets: dict[str, QWidget] = {
+            "query_table": self.tables["query"],
+            "key_table": self.tables["key"],
+            "value_table": self.tables["value"],
+            "score_grid": self.score_grid,
+            "heatmaps": self.heatmaps,
+            "strategy_toggle": self.strategy_toggle,
+            "stage": self.options_bar.stage,
+            "scale": self.options_bar.scale,
+            "causal": self.options_bar.causal,
+            "batch": self.size_controls.spins["B"],
+            "heads": self.size_controls.spins["H"],
+            "tokens": self.size_controls.spins["T"],
+            "dim": self.size_controls.spins["d"],
+            "code_panel": self.code_panel,
+            "timing": self.timing_panel,
+            "shape_label": self.shape_label,
+        }
+        if self.stepper is not None:
+            targets["stepper"] = self.stepper
+        return targets
+
+    def highlight(self, name: str | None, duration_ms: int = 2500) -> None:
+        """Draw an orange frame around a named control for a moment (None clears)."""
+        for widget in self.highlight_targets().values():
+            if widget.property("lessonHighlight"):
+                widget.setProperty("lessonHighlight", False)
+                widget.setStyleSheet(widget.property("plainStyle") or "")
+        if name is None:
+            return
+        targets = self.highlight_targets()
+        if name not in targets:
+            raise KeyError(f"unknown highlight target {name!r}; one of {', '.join(targets)}")
+        widget = targets[name]
+        widget.setProperty("plainStyle", widget.styleSheet())
+        widget.setProperty("lessonHighlight", True)
+        cls = type(widget).__name__
+        widget.setStyleSheet(f"{cls} {{ border: 3px solid #ff8c00; }}")
+        if name in ("timing", "stepper"):
+            dock = self.timing_dock if name == "timing" else self.stepper_dock
+            dock.raise_()
+        if duration_ms > 0:
+            QTimer.singleShot(duration_ms, lambda: self._clear_highlight(widget))
+
+    def _clear_highlight(self, widget: QWidget) -> None:
+        if widget.property("lessonHighlight"):
+            widget.setProperty("lessonHighlight", False)
+            widget.setStyleSheet(widget.property("plainStyle") or "")
 
     def undo(self) -> None:
         self.session.undo()
