@@ -192,12 +192,12 @@ def _type_name(value: Any) -> str:
 
 
 def _fail(path: str, message: str) -> SessionFileError:
-    return SessionFileError(f"{path}: {message}" if path else message)
+    return SessionFileError(f"{path or '(top level)'}: {message}")
 
 
 def _field(obj: dict[str, Any], name: str, path: str) -> Any:
     if name not in obj:
-        raise _fail(path or "(top level)", f'missing field "{name}"')
+        raise _fail(path, f'missing field "{name}"')
     return obj[name]
 
 
