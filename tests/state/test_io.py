@@ -396,3 +396,14 @@ def test_dict_is_not_modified_by_validation():
     assert io.session_from_dict(
         io.snapshot_to_dict(big.snapshot, big.options, "r")
     ).snapshot.shape == (1, 2, 3, 2)
+
+
+def test_the_documented_example_loads():
+    from pathlib import Path
+
+    doc = Path(__file__).parents[2] / "docs" / "session-format.md"
+    text = doc.read_text(encoding="utf-8")
+    example = text.split("```json\n", 1)[1].split("```", 1)[0]
+    loaded = io.load_session_text(example, "docs example")
+    assert loaded.snapshot.query[0, 0].tolist() == [[1, 0], [0, 1], [1, 1]]
+    assert loaded.options == Options(scale=False)
