@@ -16,7 +16,6 @@ from attn_explorer.compute.pipeline import (
     attention,
     attention_scores,
     causal_keep,
-    softmax_rows,
 )
 from attn_explorer.compute.projection import (
     MultiHeadResult,
@@ -24,6 +23,7 @@ from attn_explorer.compute.projection import (
     multi_head_attention,
     split_heads,
 )
+from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.compute.strategies import strategy_source
 from attn_explorer.compute.timing import (
     Cancelled,

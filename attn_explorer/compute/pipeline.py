@@ -17,15 +17,18 @@ from functools import cached_property
 
 import numpy as np
 
+from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.compute.strategies import STRATEGY_FUNCTIONS
-from attn_explorer.compute.validation import as_float_array, check_finite, check_pair, to_4d
+from attn_explorer.compute.validation import (
+    as_float_array,
+    check_finite,
+    check_limits,
+    check_pair,
+    to_4d,
+)
 
 STRATEGIES = ("loop", "matmul", "batched")
 STAGES = ("scores", "scaled", "masked", "weights", "output")
-
-#: Bytes of one softmax block of rows: small enough to stay in L2 while it is
-#: scaled, masked, shifted, exponentiated and normalised.
-_SOFTMAX_BLOCK_BYTES = 256 * 1024
 
 
 def attention_scores(query: object, key: object, strategy: str = "batched") -> np.ndarray:
@@ -86,6 +89,18 @@ class AttentionResult:
         return getattr(self, name)
 
 
+def _check_value(value: object, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    v = as_float_array("value", value)
+    if v.ndim != k.ndim or v.shape[:-1] != k.shape[:-1] or 0 in v.shape:
+        raise ValueError(
+            f"value: shape {v.shape} does not fit key {k.shape}; value needs the same "
+            "leading dimensions and one row per key token (…, T_k, d_v), with d_v ≥ 1."
+        )
+    check_limits("value", v.shape)
+    check_finite("value", v)
+    return v
+
+
 def _scale_factor(scale: bool | float, d: int) -> float:
     if scale is True:
         return 1.0 / float(np.sqrt(float(d)))
@@ -108,77 +123,16 @@ def _combine_keep(
                 f"mask: expected a boolean array (True = keep), got dtype {user.dtype}."
             )
         try:
-            np.broadcast_shapes(user.shape, scores_shape)
+            fits = np.broadcast_shapes(user.shape, scores_shape) == tuple(scores_shape)
         except ValueError:
+            fits = False
+        if not fits:
             raise ValueError(
                 f"mask: shape {user.shape} does not broadcast to the scores' shape "
                 f"{scores_shape}; give it shape (T_q, T_k) or the full scores' shape."
-            ) from None
+            )
         keep = user if keep is None else (keep & user)
     return keep
-
-
-def softmax_rows(
-    x: np.ndarray,
-    *,
-    factor: float = 1.0,
-    keep: np.ndarray | None = None,
-    out: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Row-wise softmax of ``x * factor`` with hidden entries (``keep`` False) at zero.
-
-    Works on blocks of rows that fit in cache: each block is scaled, masked,
-    shifted by its row max, exponentiated and normalised in place in ``out``
-    before the next block is touched, so the big tensor is read once and written
-    once. Returns ``(weights, fully_masked_rows)``; a row with no visible key gets
-    all-zero weights.
-    """
-    if out is None:
-        out = np.empty_like(x)
-    t_k = x.shape[-1]
-    rows_x = x.reshape(-1, t_k)
-    rows_out = out.reshape(-1, t_k)
-    n_rows = rows_x.shape[0]
-    dtype = x.dtype.type
-    f = dtype(factor)
-    t_q = x.shape[-2] if x.ndim >= 2 else 1
-    keep_rows = keep_2d = None
-    if keep is not None:
-        if keep.ndim > 2:
-            keep_rows = np.broadcast_to(keep, x.shape).reshape(-1, t_k)
-        else:  # one (T_q, T_k) mask repeated for every (batch, head)
-            keep_2d = np.broadcast_to(keep, (t_q, t_k))
-    fully = np.zeros(n_rows, dtype=bool)
-    block = max(1, _SOFTMAX_BLOCK_BYTES // max(1, t_k * x.itemsize))
-    row_max = np.empty((block, 1), dtype=x.dtype)
-    row_sum = np.empty((block, 1), dtype=x.dtype)
-    for start in range(0, n_rows, block):
-        stop = min(start + block, n_rows)
-        n = stop - start
-        blk = rows_out[start:stop]  # (n, T_k) view into the output
-        np.multiply(rows_x[start:stop], f, out=blk)
-        if keep is not None:
-            if keep_rows is not None:
-                visible = keep_rows[start:stop]
-            else:
-                assert keep_2d is not None
-                visible = keep_2d[np.arange(start, stop) % t_q]
-            blk[~visible] = -np.inf
-        mx = row_max[:n]
-        np.max(blk, axis=1, keepdims=True, out=mx)
-        dead = ~np.isfinite(mx[:, 0])  # every key hidden in this row
-        if dead.any():
-            fully[start:stop] = dead
-            mx[dead] = 0
-        np.subtract(blk, mx, out=blk)
-        np.exp(blk, out=blk)
-        sm = row_sum[:n]
-        np.sum(blk, axis=1, keepdims=True, out=sm)
-        if dead.any():
-            sm[dead] = 1
-            blk[dead] = 0
-        np.divide(blk, sm, out=blk)
-    return out, fully.reshape(x.shape[:-1])
 
 
 def attention(
@@ -199,22 +153,20 @@ def attention(
     (aligned at the last query when T_q ≠ T_k). ``mask`` is boolean, broadcastable
     to the scores, True = keep.
     """
-    scores = attention_scores(query, key, strategy)
-    t_q, t_k = scores.shape[-2], scores.shape[-1]
-    d = np.shape(query)[-1]
-    factor = _scale_factor(scale, d)
-    keep = _combine_keep(t_q, t_k, causal, mask, scores.shape)
-    weights, fully = softmax_rows(scores, factor=factor, keep=keep)
-    output = None
-    if value is not None:
-        v = as_float_array("value", value)
-        if v.ndim != scores.ndim or v.shape[:-2] != scores.shape[:-2] or v.shape[-2] != t_k:
-            raise ValueError(
-                f"value: shape {v.shape} does not fit key {np.shape(key)}; value needs the "
-                "same leading dimensions and one row per key token (…, T_k, d_v)."
-            )
-        check_finite("value", v)
-        output = np.matmul(weights, v.astype(weights.dtype, copy=False))  # (…,T_q,T_k)@(…,T_k,d_v)
+    if strategy not in STRATEGY_FUNCTIONS:
+        raise ValueError(
+            f"strategy: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}."
+        )
+    q, k = check_pair(query, key)
+    v = None if value is None else _check_value(value, q, k)
+    if v is not None and v.dtype != q.dtype:  # float64 anywhere: everything in float64
+        q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    factor = _scale_factor(scale, q.shape[-1])
+    keep = _combine_keep(t_q, t_k, causal, mask, (*q.shape[:-1], t_k))  # checked before work
+    scores = attention_scores(q, k, strategy)  # (…, T_q, T_k)
+    weights, fully = softmax_rows(scores, factor=factor, keep=keep)  # (…, T_q, T_k)
+    output = None if v is None else np.matmul(weights, v)  # (…,T_q,T_k) @ (…,T_k,d_v)
     return AttentionResult(
         scores=scores,
         weights=weights,

@@ -72,6 +72,8 @@ def multi_head_attention(
     x_arr = as_float_array("x", x)
     if x_arr.ndim != 3:
         raise ValueError(f"x: expected (B, T, d_model), got shape {x_arr.shape}.")
+    if isinstance(heads, bool) or not isinstance(heads, int | np.integer) or heads < 1:
+        raise ValueError(f"heads: expected a whole number ≥ 1, got {heads!r}.")
     dtype = x_arr.dtype
 
     def project(name: str, w: object, b: object | None) -> np.ndarray:
@@ -94,7 +96,13 @@ def multi_head_attention(
     assert result.output is not None
     merged = merge_heads(result.output)  # (B, T, H·d_head)
     if w_out is not None:
-        merged = merged @ as_float_array("w_out", w_out).astype(dtype, copy=False)
+        w_out_arr = as_float_array("w_out", w_out).astype(dtype, copy=False)
+        if w_out_arr.ndim != 2 or w_out_arr.shape[0] != merged.shape[-1]:
+            raise ValueError(
+                f"w_out: expected (H·d_head={merged.shape[-1]}, d_model); "
+                f"got shape {w_out_arr.shape}."
+            )
+        merged = merged @ w_out_arr  # (B, T, H·d_head) @ (H·d_head, d_model) -> (B, T, d_model)
         if b_out is not None:
             merged = merged + as_float_array("w_out bias", b_out).astype(dtype, copy=False)
     return MultiHeadResult(query=q, key=k, value=v, attention=result, output=merged)

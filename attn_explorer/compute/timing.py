@@ -21,7 +21,9 @@ class Cancelled(Exception):
     """Raised by long work when its stop check says stop."""
 
 
-def shape_of(query_shape: Sequence[int], key_shape: Sequence[int]) -> tuple[int, int, int, int, int]:
+def shape_of(
+    query_shape: Sequence[int], key_shape: Sequence[int]
+) -> tuple[int, int, int, int, int]:
     """(B, H, T_q, T_k, d) from a query and a key shape of 2 to 4 dimensions."""
     q = (1,) * (4 - len(query_shape)) + tuple(query_shape)
     return (q[0], q[1], q[2], int(key_shape[-2]), q[3])
@@ -113,6 +115,12 @@ def time_strategies(
     ``progress(fraction, message)`` is called between calls; ``should_stop()``
     returning True raises :class:`Cancelled`.
     """
+    unknown = [name for name in strategies if name not in STRATEGY_FUNCTIONS]
+    if unknown:
+        raise ValueError(
+            f"strategies: unknown strategy {unknown[0]!r}; choose from "
+            f"{', '.join(STRATEGY_FUNCTIONS)}."
+        )
     q, k = check_pair(query, key)
     q4, k4 = to_4d(q), to_4d(k)
     total_flops = flops(q.shape, k.shape)

@@ -33,7 +33,12 @@ LIMITS = Limits()
 
 def as_float_array(name: str, value: object) -> np.ndarray:
     """Return ``value`` as a float32/float64 array, keeping either dtype as it is."""
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise ValueError(
+            f"{name}: expected a rectangular array of numbers (every row the same length); {exc}"
+        ) from None
     if array.dtype not in FLOAT_DTYPES:
         if array.dtype.kind in "biu":
             array = array.astype(np.float64)

@@ -1,0 +1,164 @@
+"""Row-wise softmax over a big score tensor, in cache-sized blocks, on every core.
+
+A naive ``exp(x - x.max()) / sum`` makes five passes over the whole (B, H, T, T)
+tensor; at T = 2048 that tensor is 256 MB, so each pass waits on memory. Here the
+rows are cut into blocks of about ``BLOCK_BYTES``: each block is scaled, masked,
+shifted, exponentiated and normalised while it sits in the core's L2 cache, so
+the big tensors are read once and written once. numpy releases the GIL inside
+each of these calls, so the blocks are shared between threads, one per core.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+#: Bytes of one block of score rows: half of a 1 MB L2, leaving room for the
+#: block's mask and for the next block's input being fetched.
+BLOCK_BYTES = 256 * 1024
+
+#: Below this many score entries one thread is faster than handing work over.
+THREADED_MIN_ELEMENTS = 1 << 18
+
+#: Threads the softmax uses at most (one per core).
+WORKERS = max(1, min(8, os.cpu_count() or 1))
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+Block = tuple[int, int, int, int]  # (first head, last head + 1, first row, last row + 1)
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(WORKERS - 1, thread_name_prefix="attn-softmax")
+        return _pool
+
+
+def _blocks(heads: int, t_q: int, t_k: int, itemsize: int) -> Iterator[Block]:
+    """Cut (heads, T_q, T_k) into blocks of about ``BLOCK_BYTES``.
+
+    Small grids are grouped several whole heads to a block (fewer numpy calls);
+    big grids are cut into runs of query rows within one head.
+    """
+    rows = max(1, BLOCK_BYTES // (t_k * itemsize))
+    if rows >= t_q:
+        per_block = max(1, rows // t_q)
+        for h in range(0, heads, per_block):
+            yield h, min(h + per_block, heads), 0, t_q
+    else:
+        for h in range(heads):
+            for r in range(0, t_q, rows):
+                yield h, h + 1, r, min(r + rows, t_q)
+
+
+class _Softmax:
+    """One softmax job: inputs, outputs and the work done on one block."""
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        out: np.ndarray,
+        factor: float,
+        keep: np.ndarray | None,
+    ) -> None:
+        t_q, t_k = x.shape[-2], x.shape[-1]
+        self.lead = x.shape[:-2]
+        heads = int(np.prod(self.lead, dtype=np.int64))
+        self.x = x.reshape(heads, t_q, t_k)  # (B·H, T_q, T_k): a view, x is contiguous
+        self.out = out.reshape(heads, t_q, t_k)  # (B·H, T_q, T_k)
+        self.factor = x.dtype.type(factor)  # a float64 scalar would upcast every block
+        self.minus_inf = x.dtype.type(-np.inf)
+        # keep is either one (T_q, T_k) grid for every head, or broadcast per head.
+        self.keep_grid: np.ndarray | None = None
+        self.keep_heads: np.ndarray | None = None
+        if keep is not None:
+            if keep.ndim <= 2:
+                self.keep_grid = np.broadcast_to(keep, (t_q, t_k))
+            else:
+                self.keep_heads = np.broadcast_to(keep, x.shape)  # no copy: a view
+        self.fully = np.zeros((heads, t_q), dtype=bool)
+
+    def _visible(self, block: Block) -> np.ndarray | None:
+        h0, h1, r0, r1 = block
+        if self.keep_grid is not None:
+            return self.keep_grid[r0:r1]  # (rows, T_k), broadcast over the block's heads
+        if self.keep_heads is not None:
+            index: tuple[Any, ...] = np.unravel_index(np.arange(h0, h1), self.lead)
+            return self.keep_heads[(*index, slice(r0, r1))]  # (heads, rows, T_k): block-sized
+        return None
+
+    def run(self, blocks: list[Block]) -> None:
+        for block in blocks:
+            h0, h1, r0, r1 = block
+            src = self.x[h0:h1, r0:r1]  # (heads, rows, T_k)
+            blk = self.out[h0:h1, r0:r1]  # (heads, rows, T_k) view into the output
+            if self.factor == 1:
+                np.copyto(blk, src)
+            else:
+                np.multiply(src, self.factor, out=blk)
+            visible = self._visible(block)
+            if visible is not None:
+                np.copyto(blk, self.minus_inf, where=~visible)
+            row_max = blk.max(axis=-1, keepdims=True)  # (heads, rows, 1)
+            dead = np.isneginf(row_max)  # every key of the row is hidden
+            any_dead = bool(dead.any())
+            if any_dead:
+                row_max[dead] = 0
+            np.subtract(blk, row_max, out=blk)
+            np.exp(blk, out=blk)
+            row_sum = blk.sum(axis=-1, keepdims=True)  # (heads, rows, 1), ≥ 1 where alive
+            if any_dead:
+                row_sum[dead] = np.inf  # 0 / inf = 0: the dead row's weights are all zero
+                self.fully[h0:h1, r0:r1] = dead[..., 0]
+            np.divide(blk, row_sum, out=blk)
+
+
+def softmax_rows(
+    x: np.ndarray,
+    *,
+    factor: float = 1.0,
+    keep: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise softmax of ``x * factor`` with hidden entries (``keep`` False) at zero.
+
+    ``x`` is ``(..., T_q, T_k)`` float32 or float64; ``keep`` is boolean and
+    broadcastable to it (True = visible). Each cache-sized block of rows is
+    scaled, masked, shifted by its row max, exponentiated and normalised in
+    ``out`` before the next block is touched, and big inputs are shared between
+    threads. Returns ``(weights, fully_masked_rows)``: ``weights`` has ``x``'s
+    shape and dtype; ``fully_masked_rows`` is boolean ``(..., T_q)``, True where
+    every key of the row was hidden (that row's weights are all zero, never NaN).
+    """
+    x = np.ascontiguousarray(x)
+    if x.ndim < 2:  # one row
+        weights, fully = softmax_rows(x.reshape(1, -1), factor=factor, keep=keep, out=out)
+        return weights.reshape(x.shape), fully.reshape(())
+    if out is None:
+        out = np.empty_like(x)
+    if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+        raise ValueError(
+            f"out: expected a C-contiguous {x.dtype} array of shape {x.shape}; "
+            f"got {out.dtype} {out.shape}."
+        )
+    job = _Softmax(x, out, factor, keep)
+    blocks = list(_blocks(job.x.shape[0], x.shape[-2], x.shape[-1], x.itemsize))
+    if WORKERS == 1 or x.size < THREADED_MIN_ELEMENTS or len(blocks) < 2:
+        job.run(blocks)
+    else:
+        # Deal blocks in contiguous runs, so each thread streams through memory.
+        share = -(-len(blocks) // WORKERS)
+        runs = [blocks[n : n + share] for n in range(0, len(blocks), share)]
+        futures: list[Future[None]] = [_executor().submit(job.run, run) for run in runs[1:]]
+        job.run(runs[0])
+        for future in futures:
+            future.result()
+    return out, job.fully.reshape(x.shape[:-1])

@@ -1,0 +1,89 @@
+"""The blocked, threaded softmax: every way of cutting the rows gives the reference."""
+
+import numpy as np
+import pytest
+from compute_reference import reference_softmax
+
+from attn_explorer.compute import softmax as softmax_module
+from attn_explorer.compute import softmax_rows
+
+
+@pytest.fixture(params=["one-block", "row-blocks", "head-blocks"])
+def blocking(request, monkeypatch):
+    """Force each blocking regime, with threads, on small arrays."""
+    monkeypatch.setattr(softmax_module, "THREADED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(softmax_module, "WORKERS", 2)
+    sizes = {"one-block": 1 << 30, "row-blocks": 2 * 7 * 4, "head-blocks": 2 * 5 * 7 * 8}
+    monkeypatch.setattr(softmax_module, "BLOCK_BYTES", sizes[request.param])
+    return request.param
+
+
+MASKS = {
+    "none": None,
+    "grid": lambda shape, rng: rng.random(shape[-2:]) > 0.4,
+    "full": lambda shape, rng: rng.random(shape) > 0.5,
+    "per-key": lambda shape, rng: rng.random((shape[0], 1, 1, shape[-1])) > 0.3,
+    "per-head": lambda shape, rng: rng.random((1, shape[1], shape[2], 1)) > 0.3,
+}
+
+
+@pytest.mark.parametrize("mask_kind", list(MASKS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocked_softmax_matches_reference(blocking, mask_kind, dtype):
+    rng = np.random.default_rng(7)
+    shape = (2, 3, 5, 7)  # (B, H, T_q, T_k)
+    x = (rng.standard_normal(shape) * 30).astype(dtype)
+    make = MASKS[mask_kind]
+    keep = None if make is None else make(shape, rng)
+    weights, fully = softmax_rows(x, factor=0.5, keep=keep)
+    expected, expected_fully = reference_softmax(x.astype(np.float64) * 0.5, keep)
+    assert weights.dtype == dtype and weights.shape == shape
+    np.testing.assert_allclose(weights, expected, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    np.testing.assert_array_equal(fully, expected_fully)
+    assert fully.shape == shape[:-1]
+    assert not np.isnan(weights).any()
+
+
+def test_blocks_cover_every_row_once():
+    for heads, t_q, t_k in [(1, 1, 1), (3, 5, 7), (16, 64, 64), (2, 100, 3000), (5, 2, 2)]:
+        covered = np.zeros((heads, t_q), dtype=int)
+        for h0, h1, r0, r1 in softmax_module._blocks(heads, t_q, t_k, 4):
+            assert h0 < h1 and r0 < r1
+            covered[h0:h1, r0:r1] += 1
+        assert (covered == 1).all(), (heads, t_q, t_k)
+
+
+def test_in_place_and_out_argument():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    expected, _ = reference_softmax(x, None)
+    out = np.empty_like(x)
+    weights, _ = softmax_rows(x, out=out)
+    assert weights is out
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    softmax_rows(x, out=x)  # in place is allowed
+    np.testing.assert_allclose(x, expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="out"):
+        softmax_rows(x, out=np.empty((3, 4), np.float64))
+
+
+def test_one_row_and_huge_factor():
+    weights, fully = softmax_rows(np.array([1.0, 2.0, 3.0]), factor=1e300)
+    assert weights.tolist() == [0.0, 0.0, 1.0]
+    assert fully.shape == () and not fully
+
+
+def test_real_threads_on_a_big_input():
+    """Big enough that the default settings use the thread pool."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 256, 512)).astype(np.float32)
+    assert x.size >= softmax_module.THREADED_MIN_ELEMENTS
+    keep = rng.random((256, 512)) > 0.2
+    keep[17] = False
+    weights, fully = softmax_rows(x, factor=0.3, keep=keep)
+    assert fully[:, 17].all() and fully.sum() == 4
+    rows = weights.reshape(-1, 512)
+    row_sums = rows.sum(axis=1).reshape(4, 256)
+    np.testing.assert_allclose(row_sums[~fully], 1.0, rtol=1e-5)
+    expected, _ = reference_softmax(x[1:2].astype(np.float64) * 0.3, keep)
+    np.testing.assert_allclose(weights[1:2], expected, rtol=1e-5, atol=1e-9)
