@@ -21,7 +21,7 @@ TINY_VOCAB = (
     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     + list(".,!?'-()$")
     + list("abcdefghijklmnopqrstuvwxyz")
-    + ["the", "cat", "sat", "on", "mat", "dog", "ran", "a", "man", "is", "eating", "food"]
+    + ["the", "cat", "sat", "on", "mat", "dog", "ran", "man", "is", "eating", "food"]
     + ["un", "##aff", "##able", "##s", "##ing", "##ed", "cafe", "naive", "hello", "world"]
     + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
     + ["中", "国"]

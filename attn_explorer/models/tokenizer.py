@@ -78,7 +78,7 @@ class WordPieceTokenizer:
         self.config = config or TokenizerConfig()
         self.vocab: dict[str, int] = {}
         for index, token in enumerate(vocab):
-            self.vocab.setdefault(token, index)
+            self.vocab[token] = index  # a repeated token keeps its last id, as in transformers
         self.id_to_token = list(vocab)
         missing = [t for t in ("[UNK]", "[CLS]", "[SEP]") if t not in self.vocab]
         if missing:
@@ -123,7 +123,8 @@ class WordPieceTokenizer:
                 c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn"
             )
         if self.config.do_lower_case:
-            text = text.lower()
+            # per character, as the Rust normaliser does: no final-sigma rule (Σ -> σ, never ς)
+            text = "".join(c.lower() for c in text)
         return text
 
     @staticmethod

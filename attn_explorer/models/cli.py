@@ -1,0 +1,196 @@
+"""Headless export of a real model's attention: the work behind ``attn-explorer export --model``.
+
+``run_model_export(folder, text, out_dir, fmt)`` loads the model, runs the sentence
+and writes ``out_dir/<name>.npz`` (every array plus ``tokens``) or
+``out_dir/<name>.png`` (the model view: a layers × heads montage of attention
+heatmaps). The PNG is drawn with Qt's QImage/QPainter, imported only inside the
+PNG path, so this module and the rest of ``attn_explorer.models`` stay free of Qt.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from attn_explorer.models.bert import ModelAttention, load_model
+
+FORMATS = ("npz", "png")
+
+# Colour maps as evenly spaced RGB stops, interpolated linearly.
+#: viridis (sequential): softmax weights, 0 → 1
+SEQUENTIAL_STOPS = np.array(
+    [
+        (68, 1, 84), (71, 44, 122), (59, 81, 139), (44, 113, 142), (33, 144, 141),
+        (39, 173, 129), (92, 200, 99), (170, 220, 50), (253, 231, 37),
+    ],
+    dtype=np.float64,
+)  # fmt: skip
+#: blue–white–red (diverging, centred at 0): raw scores
+DIVERGING_STOPS = np.array(
+    [
+        (5, 48, 97), (33, 102, 172), (67, 147, 195), (146, 197, 222), (209, 229, 240),
+        (247, 247, 247), (253, 219, 199), (244, 165, 130), (214, 96, 77), (178, 24, 43),
+        (103, 0, 31),
+    ],
+    dtype=np.float64,
+)  # fmt: skip
+
+
+def colorize(values: np.ndarray, low: float, high: float, stops: np.ndarray) -> np.ndarray:
+    """Map ``values`` (…) linearly from [low, high] onto the colour stops: (…, 3) uint8 RGB."""
+    span = high - low if high > low else 1.0
+    position = np.clip((np.asarray(values, dtype=np.float64) - low) / span, 0, 1)
+    scaled = position * (len(stops) - 1)
+    index = np.minimum(scaled.astype(np.int64), len(stops) - 2)
+    frac = (scaled - index)[..., None]
+    rgb = stops[index] * (1 - frac) + stops[index + 1] * frac  # (…, 3)
+    return np.round(rgb).astype(np.uint8)
+
+
+def export_name(result: ModelAttention) -> str:
+    """File stem for an export: the model's name made safe for a file system."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", result.model_name).strip("._") or "model"
+
+
+def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | None) -> Path:
+    """Every array of ``result`` plus ``tokens`` and the summaries, as an uncompressed .npz."""
+    summaries = result.summaries()
+    np.savez(
+        path,
+        tokens=np.array(result.tokens, dtype=str),
+        input_ids=result.input_ids,
+        token_type_ids=result.token_type_ids,
+        query=result.query,
+        key=result.key,
+        value=result.value,
+        scores=result.scores,
+        weights=result.weights,
+        hidden_states=result.hidden_states,
+        last_hidden_state=result.last_hidden_state,
+        entropy=summaries.entropy,
+        cls=summaries.cls,
+        sep=summaries.sep,
+        previous=summaries.previous,
+        scale=np.float32(result.scale),
+        truncated=np.bool_(result.truncated),
+        model_name=np.array(result.model_name),
+        text=np.array(text),
+        text_pair=np.array(text_pair or ""),
+    )
+    return path
+
+
+def _ensure_gui_application() -> object:
+    """A QGuiApplication for fonts and painting; offscreen unless a platform is already set."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtGui import QGuiApplication
+
+    app = QGuiApplication.instance()
+    if app is None:
+        app = QGuiApplication([])
+    return app
+
+
+def render_montage(result: ModelAttention, values: str = "weights") -> object:
+    """The model view as a QImage: rows = layers, columns = heads, one heatmap per head.
+
+    Each heatmap has rows = query token i and columns = key token j. ``values``
+    is ``"weights"`` (viridis, 0 → 1) or ``"scores"`` (raw Q·Kᵀ, blue–white–red
+    centred at 0, symmetric range over all heads).
+    """
+    _app = _ensure_gui_application()
+    from PySide6.QtCore import QRect, Qt
+    from PySide6.QtGui import QColor, QFont, QImage, QPainter
+
+    data = result.weights if values == "weights" else result.scores
+    if values == "weights":
+        low, high, stops, label = 0.0, 1.0, SEQUENTIAL_STOPS, "softmax weight"
+    else:
+        bound = float(np.abs(data).max()) or 1.0
+        low, high, stops, label = -bound, bound, DIVERGING_STOPS, "raw score Q·Kᵀ"
+    n_layers, n_heads, length = data.shape[0], data.shape[1], data.shape[-1]
+    cell = int(np.clip(4 * length, 64, 160))
+    gap, left, top, bar = 8, 70, 90, 90
+    width = left + n_heads * (cell + gap) + bar
+    height = top + n_layers * (cell + gap) + 40
+    image = QImage(width, height, QImage.Format.Format_RGB32)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    try:
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+        font = QFont()
+        font.setPixelSize(12)
+        painter.setFont(font)
+        painter.setPen(QColor("black"))
+        title = f"{result.model_name}: {label}, rows = query i, columns = key j"
+        painter.drawText(QRect(8, 6, width - 16, 18), Qt.AlignmentFlag.AlignLeft, title)
+        tokens = " ".join(result.tokens)
+        if result.truncated:
+            tokens = "[truncated] " + tokens
+        painter.drawText(
+            QRect(8, 26, width - 16, 36),
+            Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap,
+            tokens,
+        )
+        for head in range(n_heads):
+            x = left + head * (cell + gap)
+            painter.drawText(QRect(x, top - 20, cell, 16), Qt.AlignmentFlag.AlignCenter, f"H{head}")
+        rgb = colorize(data, low, high, stops)  # (L, H, T, T, 3)
+        for layer in range(n_layers):
+            y = top + layer * (cell + gap)
+            painter.drawText(
+                QRect(4, y, left - 12, cell), Qt.AlignmentFlag.AlignVCenter, f"Layer {layer}"
+            )
+            for head in range(n_heads):
+                tile = np.ascontiguousarray(rgb[layer, head])  # (T, T, 3): row = query i
+                heat = QImage(tile.data, length, length, 3 * length, QImage.Format.Format_RGB888)
+                target = QRect(left + head * (cell + gap), y, cell, cell)
+                painter.drawImage(target, heat.copy())
+        # colour bar with its range, top = high
+        bar_x, bar_h = width - bar + 16, n_layers * (cell + gap) - gap
+        ramp = colorize(np.linspace(high, low, 256)[:, None], low, high, stops)  # (256, 1, 3)
+        ramp = np.ascontiguousarray(np.repeat(ramp, 12, axis=1))  # (256, 12, 3)
+        ramp_image = QImage(ramp.data, 12, 256, 36, QImage.Format.Format_RGB888).copy()
+        painter.drawImage(QRect(bar_x, top, 16, bar_h), ramp_image)
+        painter.drawText(bar_x + 20, top + 10, f"{high:.3g}")
+        painter.drawText(bar_x + 20, top + bar_h, f"{low:.3g}")
+        if values == "scores":
+            painter.drawText(bar_x + 20, top + bar_h // 2 + 4, "0")
+    finally:
+        painter.end()
+    return image
+
+
+def run_model_export(
+    folder: str | Path,
+    text: str,
+    out_dir: str | Path,
+    fmt: str,
+    text_pair: str | None = None,
+    *,
+    strategy: str = "batched",
+    values: str = "weights",
+) -> list[Path]:
+    """Run ``text`` (and ``text_pair``) through the model in ``folder`` and write ``fmt`` files.
+
+    ``fmt`` is ``"npz"`` (arrays + tokens) or ``"png"`` (the model view; ``values``
+    chooses weights or raw scores). Returns the paths written. Raises ``ValueError``
+    with a readable message for a bad folder, an empty sentence or an unknown format.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format: {fmt!r} is not one of {', '.join(FORMATS)} for a model export.")
+    if values not in ("weights", "scores"):
+        raise ValueError(f"values: {values!r}; choose 'weights' or 'scores'.")
+    result = load_model(folder).attention(text, text_pair, strategy=strategy)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{export_name(result)}.{fmt}"
+    if fmt == "npz":
+        return [write_npz(result, path, text, text_pair)]
+    image = render_montage(result, values)
+    if not image.save(str(path), "PNG"):  # type: ignore[attr-defined]
+        raise ValueError(f"{path}: could not write the PNG file.")
+    return [path]
