@@ -14,6 +14,7 @@ ever stored.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -105,8 +106,11 @@ class Frame:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _code_line(source: str, needle: str) -> int:
-    return next(n for n, line in enumerate(source.splitlines()) if needle in line)
+@functools.cache
+def _code_line(strategy: str, needle: str) -> int:
+    # cached: reading the source with inspect costs more than a whole step
+    lines = strategy_source(strategy).splitlines()
+    return next(n for n, line in enumerate(lines) if needle in line)
 
 
 def code_lines(frame: Frame | None) -> tuple[int | None, int | None]:
@@ -119,15 +123,14 @@ def code_lines(frame: Frame | None) -> tuple[int | None, int | None]:
     """
     if frame is None or frame.index < 0:
         return None, None
-    source = strategy_source(frame.strategy)
     if frame.strategy == "matmul":
-        return _code_line(source, " @ "), None
+        return _code_line("matmul", " @ "), None
     if frame.strategy == "batched":
-        return _code_line(source, "np.matmul"), None
-    store = _code_line(source, "scores[i][j] = total")
+        return _code_line("batched", "np.matmul"), None
+    store = _code_line("loop", "scores[i][j] = total")
     if frame.granularity == "multiply-add":
         complete = frame.step is not None and frame.step.cell_complete
-        return _code_line(source, "total +="), store if complete else None
+        return _code_line("loop", "total +="), store if complete else None
     return store, None
 
 
@@ -533,19 +536,15 @@ class Stepper:
             fields_ = {
                 "head": head,
                 "batch": batch,
-                "working": (
-                    f"S = Q Kᵀ for head {head + 1}: ({t_q}×{d}) @ ({d}×{t_k}) → {t_q}×{t_k}, "
-                    f"{t_q * t_k * d:,} multiply-adds in one call"
-                ),
+                "working": f"S[head {head + 1}] = Q Kᵀ: ({t_q}×{d}) @ ({d}×{t_k}) → {t_q}×{t_k}",
             }
         elif cursor >= 0:
             n = batches * heads
             counter = f"batched call 1 of 1 · all {n} head{'s' if n != 1 else ''} in one call"
             fields_ = {
                 "working": (
-                    f"S = Q Kᵀ for every head: ({batches}, {heads}, {t_q}, {d}) @ "
-                    f"({batches}, {heads}, {d}, {t_k}) → ({batches}, {heads}, {t_q}, {t_k}), "
-                    f"{len(trace):,} multiply-adds in one call"
+                    f"S = Q Kᵀ, every head: ({batches}, {heads}, {t_q}, {d}) @ "
+                    f"({batches}, {heads}, {d}, {t_k}) → ({batches}, {heads}, {t_q}, {t_k})"
                 )
             }
         else:

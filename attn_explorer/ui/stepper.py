@@ -1,0 +1,612 @@
+"""The stepper panel: play / pause / step / back controls driving the loop trace.
+
+A thin widget over :class:`attn_explorer.state.stepper.Stepper`: the model owns
+the position and every rule (granularity, strategy contrast, predict mode, edits
+while stepping); this panel turns user input into model calls, shows the model's
+:class:`Frame` (counter, working, code line, locals) and re-emits it as
+``frameChanged`` for the tables, score grid and heatmaps. Play is a QTimer, so
+the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QAction,
+    QColor,
+    QFont,
+    QFontDatabase,
+    QKeySequence,
+    QTextCursor,
+    QTextFormat,
+)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSlider,
+    QStyle,
+    QTextEdit,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from attn_explorer.compute import GRANULARITIES, STRATEGIES, strategy_source, time_strategies
+from attn_explorer.state import Session
+from attn_explorer.state.stepper import (
+    Frame,
+    Stepper,
+    code_lines,
+    frame_locals,
+    timing_text,
+)
+from attn_explorer.ui.workers import LatestRunner
+
+MAX_RATE = 60  # steps per second at the slider's right end
+DEFAULT_RATE = 4
+SLIDER_STEPS = 100_000  # the scrub slider's resolution for runs longer than this
+TIMING_MAX_MACS = 50_000_000  # above this, matmul timing alone would take a while: skip
+RIGHT_COLOUR = "#1a7f37"
+WRONG_COLOUR = "#b3261e"
+STRATEGY_NAMES = {
+    "loop": "loop (one multiply-add at a time)",
+    "matmul": "matmul (one call per head)",
+    "batched": "batched (one call for all heads)",
+}
+
+
+def abbreviate_sum(text: str, keep_first: int = 3, keep_last: int = 2) -> str:
+    """Shorten a long written-out sum: ``a·b + c·d + … (9 more) … + y·z = 3``.
+
+    The working of a d = 64 dot product would fill the panel; the full text stays
+    in the tooltip.
+    """
+    terms = text.split(" + ")
+    if len(terms) <= keep_first + keep_last + 1:
+        return text
+    hidden = len(terms) - keep_first - keep_last
+    return " + ".join([*terms[:keep_first], f"… ({hidden} more) …", *terms[-keep_last:]])
+
+
+def save_widget_png(widget: QWidget, path: str) -> None:
+    """Grab ``widget`` as it is on screen and write it to ``path`` as PNG (OSError on failure)."""
+    if not widget.grab().save(path, "PNG"):
+        raise OSError(f"could not write the PNG image {path!r}")
+
+
+class StepperPanel(QWidget):
+    """Controls and read-outs of the stepper; emits ``frameChanged(Frame | None)``.
+
+    ``frameChanged`` carries the model's Frame after every step, seek or edit, and
+    None while the stepper is stopped (views then show the finished results).
+    Public moves: :meth:`play`, :meth:`pause`, :meth:`step_forward`,
+    :meth:`step_back`, :meth:`to_start`, :meth:`to_end`, :meth:`seek`,
+    :meth:`seek_cell`, :meth:`stop`. The QActions ``play_action``,
+    ``step_action``, ``back_action``, ``start_action``, ``end_action`` and
+    ``stop_action`` carry the keyboard shortcuts (Space, →, ←, Home, End) for
+    the panel and can be added to a menu. ``export_frame_callback`` is called by
+    the "Export frame as PNG" button; replace it to export another area.
+    """
+
+    frameChanged = Signal(object)
+
+    def __init__(
+        self, session: Session, parent: QWidget | None = None, *, measure_times: bool = True
+    ) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.stepper = Stepper(session)
+        self.export_frame_callback: Callable[[], None] = self.export_frame_default
+        self._playing = False
+        self._resume_after_answer = False
+        self._measure_times = measure_times
+        self._shown_code: tuple[str, int | None, int | None] | None = None
+        self._timing_key: tuple[object, ...] | None = None
+
+        self._timer = QTimer(self)
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.timeout.connect(self._on_tick)
+        self._timing_delay = QTimer(self)  # debounce: time once the shape stops changing
+        self._timing_delay.setSingleShot(True)
+        self._timing_delay.setInterval(300)
+        self._timing_delay.timeout.connect(self._start_timing)
+        self._timing = LatestRunner(self)
+        self._timing.finished.connect(self._on_timing_finished)
+        self._timing.failed.connect(self._on_timing_failed)
+
+        self._build_actions()
+        self._build_widgets()
+        # Clicking anywhere on the panel gives it the focus, so Space / arrows / Home / End work.
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.stepper.changed.connect(self._on_stepper_changed)
+        # The stepper outlives nothing: when the panel goes, it stops following the session.
+        self.destroyed.connect(functools.partial(_forget, self.stepper, self._on_stepper_changed))
+        self._on_stepper_changed(self.stepper.frame())
+
+    # -- building --------------------------------------------------------------------
+    def _action(
+        self, text: str, icon: QStyle.StandardPixmap, key: Qt.Key, slot: Callable
+    ) -> QAction:
+        action = QAction(self.style().standardIcon(icon), text, self)
+        action.setShortcut(QKeySequence(key))
+        action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        action.setToolTip(f"{text} ({QKeySequence(key).toString()})")
+        action.triggered.connect(slot)
+        self.addAction(action)  # the shortcut works while focus is anywhere in the panel
+        return action
+
+    def _build_actions(self) -> None:
+        sp = QStyle.StandardPixmap
+        self.start_action = self._action(
+            "Start", sp.SP_MediaSkipBackward, Qt.Key.Key_Home, self.to_start
+        )
+        self.back_action = self._action(
+            "Step back", sp.SP_MediaSeekBackward, Qt.Key.Key_Left, self.step_back
+        )
+        self.play_action = self._action("Play", sp.SP_MediaPlay, Qt.Key.Key_Space, self.toggle_play)
+        self.step_action = self._action(
+            "Step forward", sp.SP_MediaSeekForward, Qt.Key.Key_Right, self.step_forward
+        )
+        self.end_action = self._action("End", sp.SP_MediaSkipForward, Qt.Key.Key_End, self.to_end)
+        self.stop_action = QAction(
+            self.style().standardIcon(sp.SP_MediaStop), "Stop stepping", self
+        )
+        self.stop_action.setToolTip("Stop stepping and show the finished results")
+        self.stop_action.triggered.connect(self.stop)
+
+    def _build_widgets(self) -> None:
+        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+
+        transport = QHBoxLayout()
+        for action in (
+            self.start_action,
+            self.back_action,
+            self.play_action,
+            self.step_action,
+            self.end_action,
+            self.stop_action,
+        ):
+            button = QToolButton()
+            button.setDefaultAction(action)
+            button.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # keep arrows / Space for the panel
+            transport.addWidget(button)
+        transport.addSpacing(12)
+        transport.addWidget(QLabel("Speed"))
+        self.speed_slider = QSlider(Qt.Orientation.Horizontal)
+        self.speed_slider.setRange(1, MAX_RATE)
+        self.speed_slider.setValue(DEFAULT_RATE)
+        self.speed_slider.setToolTip("Steps per second while playing (1 to 60)")
+        self.speed_slider.setMinimumWidth(100)
+        self.speed_slider.valueChanged.connect(self._on_speed_changed)
+        transport.addWidget(self.speed_slider, 1)
+        self.speed_label = QLabel()
+        self.speed_label.setMinimumWidth(
+            self.speed_label.fontMetrics().horizontalAdvance("60 steps/s ")
+        )
+        transport.addWidget(self.speed_label)
+        self.fast_check = QCheckBox("as fast as possible")
+        self.fast_check.setToolTip("Play one step per event-loop turn, without waiting")
+        self.fast_check.toggled.connect(self._on_speed_changed)
+        transport.addWidget(self.fast_check)
+
+        choices = QHBoxLayout()
+        choices.addWidget(QLabel("Strategy"))
+        self.strategy_combo = QComboBox()
+        for name in STRATEGIES:
+            self.strategy_combo.addItem(STRATEGY_NAMES.get(name, name), name)
+        self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
+        choices.addWidget(self.strategy_combo)
+        choices.addSpacing(12)
+        choices.addWidget(QLabel("Step by"))
+        self.granularity_combo = QComboBox()
+        for name in GRANULARITIES:
+            self.granularity_combo.addItem("query row" if name == "row" else name, name)
+        self.granularity_combo.currentIndexChanged.connect(self._on_granularity_changed)
+        choices.addWidget(self.granularity_combo)
+        choices.addSpacing(12)
+        self.predict_check = QCheckBox("Predict each cell")
+        self.predict_check.setToolTip(
+            "Before a score cell is revealed, pause and ask for the value you expect"
+        )
+        self.predict_check.toggled.connect(self._on_predict_changed)
+        choices.addWidget(self.predict_check)
+        choices.addStretch(1)
+
+        self.scrub_slider = QSlider(Qt.Orientation.Horizontal)
+        self.scrub_slider.setToolTip("Scrub through the whole run")
+        self.scrub_slider.valueChanged.connect(self._on_scrub_changed)
+        self.counter_label = QLabel()
+        self.counter_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.working_label = QLabel()
+        working_font = QFont(mono)
+        working_font.setPointSizeF(mono.pointSizeF() * 1.25)
+        self.working_label.setFont(working_font)
+        self.working_label.setWordWrap(True)
+        # room for two lines whatever the text, so the panel does not jump as sums grow
+        self.working_label.setMinimumHeight(2 * self.working_label.fontMetrics().lineSpacing())
+        self.working_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.working_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.working_label.setToolTip(
+            "The partial sum written out: q[i][d]·k[j][d] for each d so far"
+        )
+
+        self.predict_row = QWidget()
+        predict = QHBoxLayout(self.predict_row)
+        predict.setContentsMargins(0, 0, 0, 0)
+        predict.addWidget(QLabel("Your prediction:"))
+        self.answer_edit = QLineEdit()
+        self.answer_edit.setPlaceholderText("a number")
+        self.answer_edit.setMaximumWidth(140)
+        self.answer_edit.returnPressed.connect(self.submit_answer)
+        predict.addWidget(self.answer_edit)
+        self.check_button = QPushButton("Check")
+        self.check_button.clicked.connect(self.submit_answer)
+        predict.addWidget(self.check_button)
+        predict.addStretch(1)
+        self.predict_label = QLabel()  # the question, then the verdict with the working
+        self.predict_label.setWordWrap(True)
+        self.predict_label.setMinimumHeight(2 * self.predict_label.fontMetrics().lineSpacing())
+        self.predict_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+
+        self.code_view = QPlainTextEdit()
+        self.code_view.setReadOnly(True)
+        self.code_view.setFont(mono)
+        self.code_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.code_view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.code_view.setToolTip("The code the compute layer runs; the highlighted line just ran")
+        self.locals_label = QLabel()
+        self.locals_label.setFont(mono)
+        self.locals_label.setWordWrap(True)
+        self.locals_label.setMinimumHeight(2 * self.locals_label.fontMetrics().lineSpacing())
+        self.locals_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.locals_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.locals_label.setToolTip("The loop variables after the step, like a debugger's locals")
+
+        bottom = QHBoxLayout()
+        text_box = QVBoxLayout()
+        self.summary_label = QLabel()
+        self.summary_label.setWordWrap(True)
+        self.timing_label = QLabel()
+        self.timing_label.setWordWrap(True)
+        self.timing_label.setStyleSheet("color: palette(placeholder-text)")
+        text_box.addWidget(self.summary_label)
+        text_box.addWidget(self.timing_label)
+        bottom.addLayout(text_box, 1)
+        self.export_button = QPushButton("Export frame as PNG…")
+        self.export_button.setToolTip("Save the window as it looks now, highlights included")
+        self.export_button.clicked.connect(lambda: self.export_frame_callback())
+        bottom.addWidget(self.export_button, 0, Qt.AlignmentFlag.AlignBottom)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(transport)
+        layout.addLayout(choices)
+        layout.addWidget(self.scrub_slider)
+        layout.addWidget(self.counter_label)
+        layout.addWidget(self.working_label)
+        layout.addWidget(self.predict_row)
+        layout.addWidget(self.predict_label)
+        layout.addWidget(self.code_view)
+        layout.addWidget(self.locals_label)
+        layout.addLayout(bottom)
+        layout.addStretch(1)
+        self._on_speed_changed()
+
+    # -- public moves -------------------------------------------------------------------
+    def frame(self) -> Frame | None:
+        """The Frame on screen, or None while stopped."""
+        return self.stepper.frame()
+
+    def is_playing(self) -> bool:
+        return self._playing
+
+    def play(self) -> None:
+        """Start the timer; from the end, play starts again at the beginning."""
+        if self.stepper.at_end:
+            self.stepper.to_start()
+        self._playing = True
+        self._resume_after_answer = False
+        self._timer.start(self._interval())
+        self._show_play_state()
+
+    def pause(self) -> None:
+        self._playing = False
+        self._timer.stop()
+        self._show_play_state()
+
+    def toggle_play(self) -> None:
+        if self._playing:
+            self.pause()
+        else:
+            self.play()
+
+    def step_forward(self) -> None:
+        """One step (pauses play). In predict mode the first press asks, the next one reveals."""
+        self.pause()
+        self.stepper.step_forward()
+
+    def step_back(self) -> None:
+        self.pause()
+        self.stepper.step_back()
+
+    def to_start(self) -> None:
+        self.pause()
+        self.stepper.to_start()
+
+    def to_end(self) -> None:
+        self.pause()
+        self.stepper.to_end()
+
+    def stop(self) -> None:
+        """Stop stepping: the views go back to the finished results (frameChanged(None))."""
+        self.pause()
+        self.stepper.stop()
+
+    def seek(self, index: int) -> None:
+        """Show step ``index`` of the run at the current granularity (-1 = before the first)."""
+        self.pause()
+        self.stepper.seek(index)
+
+    def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
+        """Jump to the moment score cell (batch, head, query i, key j) starts being computed."""
+        self.pause()
+        self.stepper.seek_cell(batch, head, i, j)
+
+    def submit_answer(self) -> None:
+        """Check the typed prediction; a bad number is explained and the question stays."""
+        try:
+            prediction = self.stepper.answer(self.answer_edit.text())
+        except ValueError as exc:
+            self._show_prediction_error(str(exc))
+            return
+        if prediction is not None:
+            self.answer_edit.clear()
+            if self._resume_after_answer:
+                self.play()
+
+    def shutdown(self) -> None:
+        """Stop the timer and any timing in the background (call before the window closes)."""
+        self.pause()
+        self._timing_delay.stop()
+        self._timing.cancel(quiet=True)
+
+    def export_frame_default(self) -> None:
+        """Ask for a file name and save the panel's window as PNG."""
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export stepper frame", "stepper-frame.png", "PNG image (*.png)"
+        )
+        if not path:
+            return
+        try:
+            save_widget_png(self.window(), path)
+        except OSError as exc:
+            self.session.report(str(exc))
+        else:
+            self.session.report(f"saved the stepper frame to {path}", "info")
+
+    # -- user input -> model -------------------------------------------------------------
+    def _interval(self) -> int:
+        return 0 if self.fast_check.isChecked() else round(1000 / self.speed_slider.value())
+
+    def _on_speed_changed(self, *_: object) -> None:
+        fast = self.fast_check.isChecked()
+        self.speed_slider.setEnabled(not fast)
+        self.speed_label.setText("max" if fast else f"{self.speed_slider.value()} steps/s")
+        if self._playing:
+            self._timer.setInterval(self._interval())
+
+    def _on_tick(self) -> None:
+        if self.stepper.step_forward():
+            return
+        self.pause()
+        if self.stepper.needs_answer:
+            self._resume_after_answer = True  # play on once the question is answered
+            self.answer_edit.setFocus()
+
+    def _on_strategy_changed(self, row: int) -> None:
+        self.session.set_option("strategy", self.strategy_combo.itemData(row))
+
+    def _on_granularity_changed(self, row: int) -> None:
+        self.session.set_option("granularity", self.granularity_combo.itemData(row))
+
+    def _on_predict_changed(self, checked: bool) -> None:
+        self.session.set_option("predict", checked)
+
+    def _on_scrub_changed(self, value: int) -> None:
+        count = self.stepper.count
+        top = self.scrub_slider.maximum()
+        index = value - 1 if top == count else -(-value * count // top) - 1
+        self.pause()
+        self.stepper.seek(index)
+
+    # -- model -> widgets ----------------------------------------------------------------
+    def _show_play_state(self) -> None:
+        sp = QStyle.StandardPixmap
+        playing = self._playing
+        self.play_action.setText("Pause" if playing else "Play")
+        self.play_action.setIcon(
+            self.style().standardIcon(sp.SP_MediaPause if playing else sp.SP_MediaPlay)
+        )
+        self.play_action.setToolTip(f"{'Pause' if playing else 'Play'} (Space)")
+
+    def _on_stepper_changed(self, frame: Frame | None) -> None:
+        stepper = self.stepper
+        options = self.session.options
+        self.set_choices(options.strategy, options.granularity, options.predict)
+        self.set_position(stepper.index, stepper.count)
+        if frame is None:
+            unit = stepper.granularity
+            self.counter_label.setText(
+                f"Stopped: {stepper.count:,} step{'s' if stepper.count != 1 else ''} of "
+                f"“{unit}” to go. Press ▶ (Space) to play or → to step."
+            )
+            self.working_label.setText("")
+        else:
+            self.counter_label.setText(frame.counter)
+            prediction = frame.prediction
+            if prediction is not None and prediction.status == "asking":
+                self.working_label.setText(f"{prediction.label} = ?")
+            else:
+                self.working_label.setText(abbreviate_sum(frame.working))
+            self.working_label.setToolTip(frame.working)
+        self.set_prediction(frame)
+        self.set_code(frame)
+        self.locals_label.setText(
+            "locals: " + ("  ".join(f"{n} = {v}" for n, v in frame_locals(frame)) or "—")
+        )
+        self.back_action.setEnabled(frame is not None and not stepper.at_start)
+        self.start_action.setEnabled(frame is not None and not stepper.at_start)
+        self.step_action.setEnabled(not stepper.at_end or frame is None)
+        self.end_action.setEnabled(not stepper.at_end or frame is None)
+        self.stop_action.setEnabled(frame is not None)
+        self._update_summary()
+        self.frameChanged.emit(frame)
+
+    def set_choices(self, strategy: str, granularity: str, predict: bool) -> None:
+        """Show the session's strategy, granularity and predict option."""
+        for combo, value in (
+            (self.strategy_combo, strategy),
+            (self.granularity_combo, granularity),
+        ):
+            row = combo.findData(value)
+            if row != combo.currentIndex():
+                with QSignalBlocker(combo):
+                    combo.setCurrentIndex(row)
+        self.granularity_combo.setEnabled(strategy == "loop")
+        self.granularity_combo.setToolTip(
+            "How far one step goes"
+            if strategy == "loop"
+            else f"{strategy} computes whole heads: one step is one call"
+        )
+        if self.predict_check.isChecked() != predict:
+            with QSignalBlocker(self.predict_check):
+                self.predict_check.setChecked(predict)
+
+    def set_position(self, index: int, count: int) -> None:
+        """Show step ``index`` of ``count`` on the scrub slider (0 = before the first step)."""
+        top = min(count, SLIDER_STEPS)
+        value = index + 1 if top == count else round((index + 1) * top / count)
+        with QSignalBlocker(self.scrub_slider):
+            if self.scrub_slider.maximum() != top:
+                self.scrub_slider.setRange(0, top)
+                self.scrub_slider.setPageStep(max(1, top // 10))
+            self.scrub_slider.setValue(value)
+
+    def set_prediction(self, frame: Frame | None) -> None:
+        """Show predict mode's question, or the verdict and working once answered."""
+        self.predict_row.setVisible(self.session.options.predict)
+        self.predict_label.setVisible(self.session.options.predict)
+        if not self.session.options.predict:
+            return
+        prediction = frame.prediction if frame is not None else None
+        asking = prediction is not None and prediction.status == "asking"
+        self.answer_edit.setEnabled(asking)
+        self.check_button.setEnabled(asking)
+        if not asking:
+            self.answer_edit.clear()
+        if prediction is None:
+            if self.stepper.predicting:
+                text = "Predict mode: before each cell is revealed you will be asked for its value."
+            else:
+                text = (
+                    "Predict mode works with the loop strategy, stepping by multiply-add or cell."
+                )
+            colour = ""
+        else:
+            text = abbreviate_sum(prediction.text)
+            colour = {"right": RIGHT_COLOUR, "wrong": WRONG_COLOUR}.get(prediction.status, "")
+        self.predict_label.setText(text)
+        self.predict_label.setStyleSheet(f"color: {colour}; font-weight: bold" if colour else "")
+
+    def _show_prediction_error(self, message: str) -> None:
+        self.predict_label.setText(f"{message}")
+        self.predict_label.setStyleSheet(f"color: {WRONG_COLOUR}")
+
+    def set_code(self, frame: Frame | None) -> None:
+        """Show the strategy's source with the line that just ran highlighted."""
+        strategy = self.session.options.strategy
+        ran, also = code_lines(frame)
+        if self._shown_code == (strategy, ran, also):
+            return
+        if self._shown_code is None or self._shown_code[0] != strategy:
+            self.code_view.setPlainText(strategy_source(strategy))
+            # tall enough for the longest strategy and a horizontal scroll bar, so the panel
+            # keeps its size when the strategy changes
+            lines = max(strategy_source(name).count("\n") + 1 for name in STRATEGIES)
+            height = self.code_view.fontMetrics().lineSpacing() * (lines + 1)
+            scroll = self.code_view.horizontalScrollBar().sizeHint().height()
+            self.code_view.setFixedHeight(height + 2 * self.code_view.frameWidth() + scroll)
+        self._shown_code = (strategy, ran, also)
+        selections = []
+        for line, colour in ((ran, QColor(255, 214, 10, 150)), (also, QColor(52, 199, 89, 90))):
+            if line is None:
+                continue
+            selection = QTextEdit.ExtraSelection()
+            selection.format.setBackground(colour)
+            selection.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+            cursor = QTextCursor(self.code_view.document().findBlockByNumber(line))
+            selection.cursor = cursor
+            selections.append(selection)
+        self.code_view.setExtraSelections(selections)
+        if ran is not None:
+            self.code_view.setTextCursor(
+                QTextCursor(self.code_view.document().findBlockByNumber(ran))
+            )
+            self.code_view.ensureCursorVisible()
+
+    def highlighted_lines(self) -> list[str]:
+        """Text of the highlighted code lines, the line that just ran first (for tests)."""
+        return [s.cursor.block().text() for s in self.code_view.extraSelections()]
+
+    # -- summary and measured times ----------------------------------------------------------
+    def _update_summary(self) -> None:
+        trace = self.stepper.trace
+        key = (trace.query.shape, trace.key.shape, self.session.options.dtype)
+        if key == self._timing_key:
+            return
+        self._timing_key = key
+        self.summary_label.setText(self.stepper.summary())
+        if not self._measure_times:
+            self.timing_label.setText("")
+        elif len(trace) > TIMING_MAX_MACS:
+            self.timing_label.setText("measured times: see the timing panel for shapes this big")
+        else:
+            self.timing_label.setText("measuring…")
+            self._timing_delay.start()
+
+    def _start_timing(self) -> None:
+        trace = self.stepper.trace
+        query, key = np.array(trace.query), np.array(trace.key)  # the worker owns its copies
+
+        def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> object:
+            return time_strategies(
+                query,
+                key,
+                repeats=3,
+                min_seconds=0.005,
+                loop_budget=0.25,
+                progress=progress,
+                should_stop=should_stop,
+            )
+
+        self._timing.submit(job)
+
+    def _on_timing_finished(self, results: object) -> None:
+        self.timing_label.setText(timing_text(results))  # type: ignore[arg-type]
+
+    def _on_timing_failed(self, message: str) -> None:
+        self.timing_label.setText(f"timing failed: {message}")
+
+
+def _forget(stepper: Stepper, callback: Callable, *_: object) -> None:
+    stepper.changed.disconnect(callback)
+    stepper.close()
