@@ -37,6 +37,7 @@ if ! "$VENV/bin/python" -m pip install -q "$SRC" "pyinstaller==6.*" pyinstaller-
 fi
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -iE '^(pyinstaller|pyside6|shiboken6|numpy|pyqtgraph)' | tr -s ' ' | sed 's/^/  /'
 
+installed=$(date +%s)
 echo "build.sh: pyinstaller"
 "$VENV/bin/pyinstaller" --noconfirm --log-level WARN \
   --distpath "$DIST_DIR" --workpath "$BUILD_DIR/work" "$ROOT/packaging/attn_explorer.spec"
@@ -45,5 +46,6 @@ built=$(date +%s)
 echo "build.sh: self-test of the bundle"
 QT_QPA_PLATFORM=${QT_QPA_PLATFORM:-offscreen} "$DIST_DIR/attn-explorer/attn-explorer" --self-test
 
-echo "build.sh: built $DIST_DIR/attn-explorer in $((built - start)) s (venv + pip + pyinstaller)," \
+echo "build.sh: built $DIST_DIR/attn-explorer in $((built - start)) s" \
+  "(venv + pip $((installed - start)) s, pyinstaller $((built - installed)) s)," \
   "$(du -sh "$DIST_DIR/attn-explorer" | cut -f1)"
