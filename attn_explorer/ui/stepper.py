@@ -14,13 +14,15 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
+from PySide6.QtCore import QSignalBlocker, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
     QColor,
     QFont,
     QFontDatabase,
     QKeySequence,
+    QPainter,
+    QPaintEvent,
     QTextCursor,
     QTextFormat,
 )
@@ -33,6 +35,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSlider,
     QStyle,
     QTextEdit,
@@ -76,6 +79,50 @@ def abbreviate_sum(text: str, keep_first: int = 3, keep_last: int = 2) -> str:
         return text
     hidden = len(terms) - keep_first - keep_last
     return " + ".join([*terms[:keep_first], f"… ({hidden} more) …", *terms[-keep_last:]])
+
+
+class Readout(QWidget):
+    """Text that changes on every step: it repaints itself and never asks for a new layout.
+
+    A QLabel asks its window to lay out again on every ``setText``; at 60 steps/s
+    that relayout, not the painting, is what costs. A Readout has a fixed height
+    of ``lines`` lines, wraps words within it and shows the full text as tooltip.
+    """
+
+    def __init__(self, lines: int = 1, font: QFont | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        if font is not None:
+            self.setFont(font)
+        self._text = ""
+        self.setFixedHeight(lines * self.fontMetrics().lineSpacing() + 4)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.setMinimumWidth(0)
+
+    def text(self) -> str:
+        return self._text
+
+    def setText(self, text: str) -> None:  # the QLabel name, so it reads alike
+        if text != self._text:
+            self._text = text
+            self.update()
+
+    def sizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().horizontalAdvance(self._text) + 4, self.height())
+
+    def fits(self) -> bool:
+        """True when the whole text is visible (for tests: nothing clipped)."""
+        needed = self.fontMetrics().boundingRect(
+            self.contentsRect().adjusted(2, 2, -2, -2), _WRAP, self._text
+        )
+        return needed.height() <= self.contentsRect().height() - 2
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(self.contentsRect().adjusted(2, 2, -2, -2), _WRAP, self._text)
+
+
+_WRAP = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap)
 
 
 def save_widget_png(widget: QWidget, path: str) -> None:
@@ -225,17 +272,11 @@ class StepperPanel(QWidget):
         self.scrub_slider = QSlider(Qt.Orientation.Horizontal)
         self.scrub_slider.setToolTip("Scrub through the whole run")
         self.scrub_slider.valueChanged.connect(self._on_scrub_changed)
-        self.counter_label = QLabel()
-        self.counter_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.working_label = QLabel()
+        self.counter_label = Readout()
         working_font = QFont(mono)
         working_font.setPointSizeF(mono.pointSizeF() * 1.25)
-        self.working_label.setFont(working_font)
-        self.working_label.setWordWrap(True)
-        # room for two lines whatever the text, so the panel does not jump as sums grow
-        self.working_label.setMinimumHeight(2 * self.working_label.fontMetrics().lineSpacing())
-        self.working_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.working_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # two lines whatever the text, so the panel does not jump as sums grow
+        self.working_label = Readout(lines=2, font=working_font)
         self.working_label.setToolTip(
             "The partial sum written out: q[i][d]·k[j][d] for each d so far"
         )
@@ -264,12 +305,7 @@ class StepperPanel(QWidget):
         self.code_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.code_view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.code_view.setToolTip("The code the compute layer runs; the highlighted line just ran")
-        self.locals_label = QLabel()
-        self.locals_label.setFont(mono)
-        self.locals_label.setWordWrap(True)
-        self.locals_label.setMinimumHeight(2 * self.locals_label.fontMetrics().lineSpacing())
-        self.locals_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.locals_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.locals_label = Readout(lines=2, font=mono)
         self.locals_label.setToolTip("The loop variables after the step, like a debugger's locals")
 
         bottom = QHBoxLayout()
@@ -432,6 +468,8 @@ class StepperPanel(QWidget):
     def _show_play_state(self) -> None:
         sp = QStyle.StandardPixmap
         playing = self._playing
+        if self.play_action.text() == ("Pause" if playing else "Play"):
+            return  # unchanged: a new icon would make the buttons lay out again
         self.play_action.setText("Pause" if playing else "Play")
         self.play_action.setIcon(
             self.style().standardIcon(sp.SP_MediaPause if playing else sp.SP_MediaPlay)
