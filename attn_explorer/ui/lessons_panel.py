@@ -1,0 +1,362 @@
+"""The Lessons dock: the seed article as guided steps played in the real window.
+
+A thin view over :class:`attn_explorer.lessons.engine.LessonRunner`: a list of
+lessons, the current step's text (Markdown, selectable, links of the form
+``control:NAME`` flash that control), Back / Next / Restart and a step counter.
+The runner does every change through the window's public actions; this panel
+only asks it to move and shows where it is. Progress lives in QSettings.
+
+``install(window)`` adds the dock, Help ▸ Lessons (F3) and, on first launch, a
+"Start here" button in the menu bar's corner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QSignalBlocker, Qt, QUrl, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QPushButton,
+    QSplitter,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from attn_explorer.lessons.engine import Lesson, LessonError, LessonRunner, load_lessons
+from attn_explorer.ui.settings import settings
+
+SHORTCUT = "F3"
+DOCK_WIDTH = 360
+WELCOME = (
+    "**Guided lessons** walk through the article *Multi-Head Attention in Large Language "
+    "Models* in the real window: each step sets up the tables, the stepper or the timing "
+    "panel and points at what it talks about.\n\n"
+    "Pick a lesson (click it, or select it and press Enter). Then use **Next** (→ or Space) "
+    "and **Back** (←). Poke at anything in between; Next puts the lesson's example back "
+    "if you changed it.\n\n"
+    "Lessons load their own numbers; your edits stay in Edit ▸ Undo."
+)
+
+
+def _key(*parts: str) -> str:
+    return "lessons/" + "/".join(parts)
+
+
+class LessonsPanel(QWidget):
+    """Lesson list, step text, Back / Next / Restart; plays lessons against ``window``.
+
+    ``stepShown(lesson_id, index)`` is emitted after every step is set up.
+    """
+
+    stepShown = Signal(str, int)
+
+    def __init__(
+        self, window: Any, lessons: list[Lesson] | None = None, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.window_api = window
+        self.lessons = lessons if lessons is not None else load_lessons()
+        self.runner: LessonRunner | None = None
+        self._build()
+        self._fill_list()
+        self.show_welcome()
+
+    # -- building ---------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.lesson_list = QListWidget()
+        self.lesson_list.setToolTip("Click a lesson, or select it and press Enter, to start it")
+        self.lesson_list.itemClicked.connect(self._on_item_chosen)
+        self.lesson_list.itemActivated.connect(self._on_item_chosen)
+
+        self.title = QLabel()
+        self.title.setWordWrap(True)
+        self.title.setStyleSheet("font-weight: bold; font-size: 12pt;")
+        self.counter = QLabel()
+        self.text = QTextBrowser()
+        self.text.setOpenLinks(False)
+        self.text.setOpenExternalLinks(False)
+        self.text.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+            | Qt.TextInteractionFlag.LinksAccessibleByMouse
+            | Qt.TextInteractionFlag.LinksAccessibleByKeyboard
+        )
+        self.text.anchorClicked.connect(self._on_link)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setFrameShape(QFrame.Shape.StyledPanel)
+        self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.note.setStyleSheet("QLabel { font-style: italic; padding: 4px; }")
+        self.note.hide()
+
+        self.back_button = QPushButton("◀ Back")
+        self.back_button.setToolTip("Previous step (←)")
+        self.back_button.clicked.connect(self.back)
+        self.next_button = QPushButton("Next ▶")
+        self.next_button.setToolTip("Next step (→ or Space)")
+        self.next_button.setDefault(True)
+        self.next_button.clicked.connect(self.next)
+        self.restart_button = QPushButton("Restart lesson")
+        self.restart_button.setToolTip("Start this lesson again from its first step")
+        self.restart_button.clicked.connect(self.restart)
+
+        # Shortcuts for the whole panel while focus is anywhere inside it.
+        self.next_action = self._shortcut("Next step", [Qt.Key.Key_Right, Qt.Key.Key_Space], self.next)
+        self.back_action = self._shortcut("Previous step", [Qt.Key.Key_Left], self.back)
+
+        step_box = QWidget()
+        step_layout = QVBoxLayout(step_box)
+        step_layout.setContentsMargins(0, 0, 0, 0)
+        head = QHBoxLayout()
+        head.addWidget(self.title, 1)
+        head.addWidget(self.counter, 0, Qt.AlignmentFlag.AlignTop)
+        step_layout.addLayout(head)
+        step_layout.addWidget(self.text, 1)
+        step_layout.addWidget(self.note)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.back_button)
+        buttons.addWidget(self.next_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.restart_button)
+        step_layout.addLayout(buttons)
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.lesson_list)
+        splitter.addWidget(step_box)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 3)
+        splitter.setChildrenCollapsible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(splitter)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setMinimumWidth(260)
+
+    def _shortcut(self, text: str, keys: list[Qt.Key], slot: Any) -> QAction:
+        action = QAction(text, self)
+        action.setShortcuts([QKeySequence(k) for k in keys])
+        action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        action.triggered.connect(slot)
+        self.addAction(action)
+        return action
+
+    def _fill_list(self) -> None:
+        with QSignalBlocker(self.lesson_list):
+            current = self.lesson_list.currentRow()
+            self.lesson_list.clear()
+            for n, lesson in enumerate(self.lessons):
+                item = QListWidgetItem(self._item_text(n, lesson))
+                item.setData(Qt.ItemDataRole.UserRole, lesson.id)
+                item.setToolTip(lesson.summary)
+                self.lesson_list.addItem(item)
+            if current >= 0:
+                self.lesson_list.setCurrentRow(current)
+
+    def _item_text(self, n: int, lesson: Lesson) -> str:
+        text = f"{n + 1}. {lesson.title}"
+        if self.is_done(lesson.id):
+            return text + "  ✓"
+        step = self.saved_step(lesson.id)
+        if step > 0:
+            text += f"  (step {step + 1} of {len(lesson.steps)})"
+        return text
+
+    # -- progress (QSettings) -----------------------------------------------------------------
+    def saved_step(self, lesson_id: str) -> int:
+        return int(settings().value(_key("step", lesson_id), 0, type=int))  # type: ignore[arg-type]
+
+    def is_done(self, lesson_id: str) -> bool:
+        return bool(settings().value(_key("done", lesson_id), False, type=bool))
+
+    def current_lesson_id(self) -> str | None:
+        """The lesson shown (or, before any is started, the last one the user was in)."""
+        if self.runner is not None:
+            return self.runner.lesson.id
+        value = settings().value(_key("current"), "")
+        return str(value) if value else None
+
+    def _save_progress(self) -> None:
+        runner = self.runner
+        if runner is None:
+            return
+        s = settings()
+        s.setValue(_key("current"), runner.lesson.id)
+        s.setValue(_key("step", runner.lesson.id), runner.index)
+        if runner.at_end:
+            s.setValue(_key("done", runner.lesson.id), True)
+        s.sync()
+
+    # -- moving ---------------------------------------------------------------------------------
+    def lesson(self, lesson_id: str) -> Lesson:
+        for lesson in self.lessons:
+            if lesson.id == lesson_id:
+                return lesson
+        raise KeyError(f"no lesson {lesson_id!r}")
+
+    def start_lesson(self, lesson_id: str, step: int | None = None) -> None:
+        """Open a lesson at ``step`` (default: where the user left it) and set the window up."""
+        lesson = self.lesson(lesson_id)
+        if step is None:
+            step = 0 if self.is_done(lesson_id) else self.saved_step(lesson_id)
+        step = max(0, min(step, len(lesson.steps) - 1))
+        self.runner = LessonRunner(self.window_api, lesson)
+        with QSignalBlocker(self.lesson_list):
+            self.lesson_list.setCurrentRow(self.lessons.index(lesson))
+        self._move(lambda: self.runner.start(step))  # type: ignore[union-attr]
+
+    def next(self) -> None:
+        """Next step; at a lesson's last step, the next lesson."""
+        runner = self.runner
+        if runner is None:
+            if self.lessons:
+                self.start_lesson(self.current_lesson_id() or self.lessons[0].id)
+            return
+        if runner.at_end:
+            position = self.lessons.index(runner.lesson)
+            if position + 1 < len(self.lessons):
+                self.start_lesson(self.lessons[position + 1].id, 0)
+            return
+        self._move(runner.next)
+
+    def back(self) -> None:
+        if self.runner is not None and self.runner.index > 0:
+            self._move(self.runner.back)
+
+    def restart(self) -> None:
+        if self.runner is not None:
+            settings().setValue(_key("done", self.runner.lesson.id), False)
+            self._move(self.runner.restart)
+
+    def _move(self, how: Any) -> None:
+        runner = self.runner
+        assert runner is not None
+        problem = ""
+        try:
+            how()
+        except LessonError as exc:
+            problem = f"This step could not be set up: {exc}"
+        self._save_progress()
+        self.show_step(problem)
+        self._fill_list()
+        self.stepShown.emit(runner.lesson.id, runner.index)
+
+    # -- showing ----------------------------------------------------------------------------------
+    def show_welcome(self) -> None:
+        self.title.setText("Lessons")
+        self.counter.setText("")
+        self.text.setMarkdown(WELCOME)
+        self.note.hide()
+        self.back_button.setEnabled(False)
+        self.restart_button.setEnabled(False)
+        self.next_button.setText("Start ▶")
+
+    def show_step(self, problem: str = "") -> None:
+        """Show the runner's current step: title, counter, text, note and buttons."""
+        runner = self.runner
+        if runner is None or runner.step is None:
+            self.show_welcome()
+            return
+        lesson, index = runner.lesson, runner.index
+        self.title.setText(f"{self.lessons.index(lesson) + 1}. {lesson.title}")
+        self.counter.setText(f"Step {index + 1} of {len(lesson.steps)}")
+        self.text.setMarkdown(runner.step.text)
+        note = problem or runner.note
+        self.note.setText(note)
+        self.note.setVisible(bool(note))
+        self.back_button.setEnabled(index > 0)
+        self.restart_button.setEnabled(True)
+        last_lesson = self.lessons.index(lesson) == len(self.lessons) - 1
+        if not runner.at_end:
+            self.next_button.setText("Next ▶")
+            self.next_button.setEnabled(True)
+        else:
+            self.next_button.setText("All done" if last_lesson else "Next lesson ▶")
+            self.next_button.setEnabled(not last_lesson)
+
+    def _on_item_chosen(self, item: QListWidgetItem) -> None:
+        lesson_id = item.data(Qt.ItemDataRole.UserRole)
+        if self.runner is not None and self.runner.lesson.id == lesson_id:
+            return  # already on it: keep the user's place
+        self.start_lesson(lesson_id)
+
+    def _on_link(self, url: QUrl) -> None:
+        if url.scheme() == "control":
+            self.window_api.highlight(url.path() or url.toString().split(":", 1)[1], 0)
+
+
+# -- installing into the window ---------------------------------------------------------------------
+def install(window: QMainWindow) -> LessonsPanel:
+    """Add the Lessons dock, Help ▸ Lessons (F3) and the first-launch "Start here" button.
+
+    Returns the panel; ``panel.dock`` is its QDockWidget, ``panel.menu_action``
+    the Help menu entry and ``panel.start_button`` the corner button.
+    """
+    panel = LessonsPanel(window)
+    dock = QDockWidget("Lessons", window)
+    dock.setObjectName("lessons")
+    dock.setWidget(panel)
+    dock.setAllowedAreas(
+        Qt.DockWidgetArea.RightDockWidgetArea | Qt.DockWidgetArea.LeftDockWidgetArea
+    )
+    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+    dock.hide()
+    panel.dock = dock  # type: ignore[attr-defined]
+
+    def clear_highlight(visible: bool) -> None:
+        if not visible:
+            window.highlight(None)  # type: ignore[attr-defined]
+
+    dock.visibilityChanged.connect(clear_highlight)
+
+    action = QAction("&Lessons", window)
+    action.setShortcut(QKeySequence(SHORTCUT))
+    action.setToolTip(f"Guided lessons: the article, step by step in this window ({SHORTCUT})")
+    action.setStatusTip(action.toolTip())
+    action.triggered.connect(lambda: open_panel(panel))
+    menu = getattr(window, "help_menu", None)
+    if menu is not None:
+        first = menu.actions()[0] if menu.actions() else None
+        menu.insertAction(first, action)
+        if first is not None:
+            menu.insertSeparator(first)
+    else:
+        window.addAction(action)
+    panel.menu_action = action  # type: ignore[attr-defined]
+
+    start = QPushButton("Start here: guided lessons")
+    start.setToolTip(f"Open the lessons (Help ▸ Lessons, {SHORTCUT})")
+    start.setFlat(True)
+    start.setStyleSheet("QPushButton { font-weight: bold; padding: 2px 10px; }")
+    start.clicked.connect(lambda: open_panel(panel, start_first=True))
+    window.menuBar().setCornerWidget(start, Qt.Corner.TopRightCorner)
+    start.setVisible(not settings().value(_key("welcomed"), False, type=bool))
+    panel.start_button = start  # type: ignore[attr-defined]
+    panel.stepShown.connect(lambda *_: _welcomed(panel))
+    return panel
+
+
+def _welcomed(panel: LessonsPanel) -> None:
+    settings().setValue(_key("welcomed"), True)
+    panel.start_button.hide()  # type: ignore[attr-defined]
+
+
+def open_panel(panel: LessonsPanel, *, start_first: bool = False) -> None:
+    """Show the dock (sized to read comfortably) and give it the keyboard focus."""
+    dock: QDockWidget = panel.dock  # type: ignore[attr-defined]
+    window = dock.parentWidget()
+    dock.show()
+    dock.raise_()
+    if isinstance(window, QMainWindow):
+        window.resizeDocks([dock], [DOCK_WIDTH], Qt.Orientation.Horizontal)
+    if start_first and panel.runner is None and panel.lessons:
+        panel.start_lesson(panel.current_lesson_id() or panel.lessons[0].id)
+    _welcomed(panel)
+    panel.lesson_list.setFocus()
