@@ -23,7 +23,7 @@ import numpy as np
 BLOCK_BYTES = 256 * 1024
 
 #: Below this many score entries one thread is faster than handing work over.
-THREADED_MIN_ELEMENTS = 1 << 18
+THREADED_MIN_ELEMENTS = 1 << 20
 
 #: Threads the softmax uses at most (one per core).
 WORKERS = max(1, min(8, os.cpu_count() or 1))

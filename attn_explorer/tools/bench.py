@@ -1,0 +1,330 @@
+"""``attn-explorer bench``: one table of loop / matmul / batched / einsum timings.
+
+Everything in the table is measured in one run, on float32 inputs with B = 1:
+
+* score strategies at several (H, T, d): median seconds of the loop (or its
+  calibrated ETA, marked ``est.``, when it would take too long), the per-head
+  matmul, the batched matmul, ``np.einsum(optimize=True)`` and a square
+  ``np.matmul`` of equal FLOPs, with the ratios to ``batched`` and how close the
+  batched call comes to the square matmul's GFLOP/s;
+* full ``attention()`` (scale + mask + softmax + weights @ V): its time, its ratio
+  to the two batched matmuls it cannot avoid, its peak extra memory as a multiple
+  of one (H, T, T) tensor, and PyTorch's ``scaled_dot_product_attention`` when
+  torch is installed.
+
+Methods are timed round-robin (one sample of each, then the next round) so a
+burst of load on the machine hits them all alike; each sample repeats a fast call
+until it lasts long enough to be above timer noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attn_explorer.compute import attention, estimate_loop_seconds, flops
+from attn_explorer.compute.strategies import scores_batched, scores_loop, scores_matmul
+
+FULL_SCORE_SHAPES = [(1, 3, 2), (4, 64, 16), (16, 64, 16), (16, 512, 64), (16, 2048, 64)]
+FULL_ATTENTION_SHAPES = [(16, 512, 64), (16, 2048, 64)]
+QUICK_SCORE_SHAPES = [(1, 3, 2), (4, 64, 16), (16, 64, 16), (8, 256, 32)]
+QUICK_ATTENTION_SHAPES = [(4, 256, 32)]
+
+#: The loop runs only where its calibrated ETA is below this many seconds.
+LOOP_LIMIT = {"full": 10.0, "quick": 0.3}
+
+
+@dataclass
+class Timing:
+    seconds: float
+    estimated: bool = False
+
+
+@dataclass
+class ScoreRow:
+    heads: int
+    tokens: int
+    dim: int
+    flops: int
+    loop: Timing
+    matmul: Timing
+    batched: Timing
+    einsum: Timing
+    square: Timing
+    square_n: int
+    ratios: dict[str, float] = field(default_factory=dict)
+    batched_gflops: float = 0.0
+    square_gflops: float = 0.0
+    batched_pct_of_square: float = 0.0
+
+
+@dataclass
+class AttentionRow:
+    heads: int
+    tokens: int
+    dim: int
+    attention_seconds: float
+    two_matmuls_seconds: float
+    ratio_to_two_matmuls: float
+    peak_extra_bytes: int
+    peak_in_score_tensors: float
+    torch_seconds: float | None = None
+    ratio_to_torch: float | None = None
+
+
+def round_robin(
+    funcs: dict[str, Callable[[], object]], repeats: int, min_seconds: float
+) -> dict[str, float]:
+    """Median seconds per call of each function, sampled in turns."""
+    calls = {}
+    for name, func in funcs.items():  # warm up, and find how many calls fill min_seconds
+        start = time.perf_counter()
+        func()
+        once = max(time.perf_counter() - start, 1e-7)
+        calls[name] = max(1, int(min_seconds / once))
+    samples: dict[str, list[float]] = {name: [] for name in funcs}
+    for _ in range(repeats):
+        for name, func in funcs.items():
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                func()
+            samples[name].append((time.perf_counter() - start) / calls[name])
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def blas_threads() -> int:
+    """Threads OpenBLAS uses, if threadpoolctl can tell; else the core count."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return os.cpu_count() or 1
+    for pool in threadpool_info():
+        if pool.get("user_api") == "blas":
+            return int(pool["num_threads"])
+    return os.cpu_count() or 1
+
+
+def bench_scores(
+    heads: int, tokens: int, dim: int, rng: np.random.Generator, quick: bool
+) -> ScoreRow:
+    query = rng.standard_normal((1, heads, tokens, dim), dtype=np.float32)
+    key = rng.standard_normal((1, heads, tokens, dim), dtype=np.float32)
+    work = flops(query.shape, key.shape)
+    n = max(2, round((work / 2) ** (1 / 3)))  # n×n @ n×n costs 2n³ FLOPs
+    square = rng.standard_normal((n, n), dtype=np.float32)
+    big = tokens >= 1024
+    repeats = 3 if quick else (5 if big else 9)
+    min_seconds = 0.002 if quick else (0.0 if big else 0.02)
+    times = round_robin(
+        {
+            "matmul": lambda: scores_matmul(query, key),
+            "batched": lambda: scores_batched(query, key),
+            "einsum": lambda: np.einsum("...id,...jd->...ij", query, key, optimize=True),
+            "square": lambda: square @ square,
+        },
+        repeats,
+        min_seconds,
+    )
+    eta = estimate_loop_seconds(query.shape, key.shape)
+    if eta < LOOP_LIMIT["quick" if quick else "full"]:
+        runs = 1 if eta > 1.0 else 3
+        loop = Timing(round_robin({"loop": lambda: scores_loop(query, key)}, runs, 0.0)["loop"])
+    else:
+        loop = Timing(eta, estimated=True)
+    batched = times["batched"]
+    row = ScoreRow(
+        heads=heads,
+        tokens=tokens,
+        dim=dim,
+        flops=work,
+        loop=loop,
+        matmul=Timing(times["matmul"]),
+        batched=Timing(batched),
+        einsum=Timing(times["einsum"]),
+        square=Timing(times["square"]),
+        square_n=n,
+    )
+    row.ratios = {
+        "loop/batched": loop.seconds / batched,
+        "matmul/batched": times["matmul"] / batched,
+        "einsum/batched": times["einsum"] / batched,
+    }
+    row.batched_gflops = work / batched / 1e9
+    row.square_gflops = 2 * n**3 / times["square"] / 1e9
+    row.batched_pct_of_square = 100 * row.batched_gflops / row.square_gflops
+    return row
+
+
+def bench_attention(
+    heads: int, tokens: int, dim: int, rng: np.random.Generator, quick: bool
+) -> AttentionRow:
+    shape = (1, heads, tokens, dim)
+    query, key, value = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
+
+    def two_matmuls() -> np.ndarray:
+        scores = scores_batched(query, key)  # (1, H, T, T)
+        return np.matmul(scores, value)  # (1, H, T, T) @ (1, H, T, d) -> (1, H, T, d)
+
+    funcs: dict[str, Callable[[], object]] = {
+        "attention": lambda: attention(query, key, value),
+        "two matmuls": two_matmuls,
+    }
+    torch_sdpa = None if quick else _torch_sdpa(query, key, value)  # importing torch takes seconds
+    if torch_sdpa is not None:
+        funcs["torch"] = torch_sdpa
+    times = round_robin(funcs, 3 if quick else 7, 0.0 if tokens >= 1024 else 0.05)
+    tracemalloc.start()
+    result = attention(query, key, value)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    del result
+    score_tensor = heads * tokens * tokens * 4
+    row = AttentionRow(
+        heads=heads,
+        tokens=tokens,
+        dim=dim,
+        attention_seconds=times["attention"],
+        two_matmuls_seconds=times["two matmuls"],
+        ratio_to_two_matmuls=times["attention"] / times["two matmuls"],
+        peak_extra_bytes=peak,
+        peak_in_score_tensors=peak / score_tensor,
+    )
+    if "torch" in times:
+        row.torch_seconds = times["torch"]
+        row.ratio_to_torch = times["attention"] / times["torch"]
+    return row
+
+
+def _torch_sdpa(
+    query: np.ndarray, key: np.ndarray, value: np.ndarray
+) -> Callable[[], object] | None:
+    """PyTorch's fused CPU attention on the same inputs and thread count, if installed."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    torch.set_num_threads(blas_threads())
+    q, k, v = (torch.from_numpy(a) for a in (query, key, value))
+
+    def run() -> object:
+        with torch.no_grad():
+            return F.scaled_dot_product_attention(q, k, v)
+
+    return run
+
+
+def _fmt_seconds(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _fmt_timing(timing: Timing) -> str:
+    return _fmt_seconds(timing.seconds) + (" est." if timing.estimated else "")
+
+
+def format_tables(report: dict[str, Any]) -> str:
+    """The report as aligned text tables."""
+    lines = [
+        "Attention Explorer benchmark: float32, B = 1, median of round-robin samples",
+        f"numpy {report['numpy']}, BLAS threads {report['blas_threads']}, "
+        f"{report['cpu_count']} cores, {report['machine']}",
+        "",
+    ]
+    header = (
+        f"{'H':>3} {'T':>5} {'d':>3} | {'loop':>12} {'matmul':>9} {'batched':>9} {'einsum':>9} "
+        f"{'square mm':>9} | {'loop/b':>8} {'mm/b':>5} {'ein/b':>5} | {'GFLOP/s':>7} {'%sq':>4}"
+    )
+    lines += ["Scores S = Q Kᵀ", header, "-" * len(header)]
+    for row in report["scores"]:
+        r = row["ratios"]
+        lines.append(
+            f"{row['heads']:>3} {row['tokens']:>5} {row['dim']:>3} | "
+            f"{_fmt_timing(Timing(**row['loop'])):>12} "
+            f"{_fmt_seconds(row['matmul']['seconds']):>9} "
+            f"{_fmt_seconds(row['batched']['seconds']):>9} "
+            f"{_fmt_seconds(row['einsum']['seconds']):>9} "
+            f"{_fmt_seconds(row['square']['seconds']):>9} | "
+            f"{r['loop/batched']:>8.3g} {r['matmul/batched']:>5.2f} {r['einsum/batched']:>5.2f} | "
+            f"{row['batched_gflops']:>7.1f} {row['batched_pct_of_square']:>3.0f}%"
+        )
+    lines += ["", "Full attention() = scale + softmax + weights @ V"]
+    header = (
+        f"{'H':>3} {'T':>5} {'d':>3} | {'attention':>10} {'2 matmuls':>10} {'ratio':>5} | "
+        f"{'peak extra':>10} {'× (H,T,T)':>9} | {'torch sdpa':>10} {'ours/torch':>10}"
+    )
+    lines += [header, "-" * len(header)]
+    for row in report["attention"]:
+        torch_text = (
+            f"{_fmt_seconds(row['torch_seconds']):>10} {row['ratio_to_torch']:>10.2f}"
+            if row["torch_seconds"] is not None
+            else f"{'n/a':>10} {'':>10}"
+        )
+        lines.append(
+            f"{row['heads']:>3} {row['tokens']:>5} {row['dim']:>3} | "
+            f"{_fmt_seconds(row['attention_seconds']):>10} "
+            f"{_fmt_seconds(row['two_matmuls_seconds']):>10} {row['ratio_to_two_matmuls']:>5.2f} | "
+            f"{row['peak_extra_bytes'] / 2**20:>7.0f} MB {row['peak_in_score_tensors']:>9.2f} | "
+            f"{torch_text}"
+        )
+    return "\n".join(lines)
+
+
+def run_benchmark(quick: bool = False, progress: Callable[[str], None] | None = None) -> dict:
+    """Measure every row of the table and return it as plain data."""
+    rng = np.random.default_rng(0)
+    score_shapes = QUICK_SCORE_SHAPES if quick else FULL_SCORE_SHAPES
+    attention_shapes = QUICK_ATTENTION_SHAPES if quick else FULL_ATTENTION_SHAPES
+    report: dict[str, Any] = {
+        "numpy": np.__version__,
+        "blas_threads": blas_threads(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "quick": quick,
+        "dtype": "float32",
+        "scores": [],
+        "attention": [],
+    }
+    for heads, tokens, dim in score_shapes:
+        if progress:
+            progress(f"scores H={heads} T={tokens} d={dim}")
+        report["scores"].append(asdict(bench_scores(heads, tokens, dim, rng, quick)))
+    for heads, tokens, dim in attention_shapes:
+        if progress:
+            progress(f"attention H={heads} T={tokens} d={dim}")
+        report["attention"].append(asdict(bench_attention(heads, tokens, dim, rng, quick)))
+    return report
+
+
+def run_bench(argv: Sequence[str]) -> int:
+    """The ``bench`` sub-command: print the table (or ``--json``); return the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="attn-explorer bench",
+        description="Time loop / matmul / batched / einsum scores and full attention().",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small shapes, few repeats, no torch (< 10 s)"
+    )
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    args = parser.parse_args(list(argv))
+
+    def progress(message: str) -> None:
+        if not args.json:
+            print(f"  measuring {message} …", file=sys.stderr, flush=True)
+
+    report = run_benchmark(quick=args.quick, progress=progress)
+    print(json.dumps(report, indent=2) if args.json else format_tables(report))
+    return 0
