@@ -33,7 +33,7 @@ def written(result):
     return result.stdout.splitlines()
 
 
-def test_example_png_headless(tmp_path):
+def test_example_png_headless(tmp_path, qapp):
     paths = written(run("--example", "worked", "--out", tmp_path / "out", "--width", 800))
     assert paths == [str(tmp_path / "out" / "worked-scores-all-heads.png")]
     image = QImage(paths[0])

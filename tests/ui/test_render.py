@@ -19,8 +19,10 @@ from attn_explorer.ui.render import build_figure, export_heatmaps, layout_figure
 
 
 @pytest.fixture(autouse=True)
-def gui_app():
-    return render.ensure_gui_app()
+def gui_app(qapp):
+    """pytest-qt's QApplication (shared with widget tests); render uses whatever app runs."""
+    assert render.ensure_gui_app() is qapp
+    return qapp
 
 
 def make_session(name="worked", **options):
