@@ -217,7 +217,9 @@ def test_self_test_passes_from_the_command_line(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.strip().splitlines()
     assert lines[-1] == "self-test ok"
-    assert any("S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]" in line for line in lines)
+    assert any(
+        "S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]] (session and window)" in line for line in lines
+    )
     assert not list(tmp_path.iterdir()), "the self-test wrote into the user's data folder"
 
 
