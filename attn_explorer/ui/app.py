@@ -22,7 +22,7 @@ def run_app(session_path: str | None = None) -> int:
     from attn_explorer.ui.main_window import MainWindow
 
     app.setWindowIcon(app_icon())
-    window = MainWindow()
+    window = MainWindow(defer_plots=True)
     if session_path is not None:
         if not Path(session_path).exists():
             print(f"attn-explorer: error: {session_path}: no such file", file=sys.stderr)

@@ -6,6 +6,8 @@ under a ``QSignalBlocker``; ``_on_*_changed`` carries the user's edit into state
 
 from __future__ import annotations
 
+from functools import cache
+
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import (
@@ -24,6 +26,16 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.compute import LIMITS, STAGES, STRATEGIES, strategy_source
 from attn_explorer.state import Session
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration in s, ms or µs, e.g. ``2.31 ms``."""
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
 
 STRATEGY_TIPS = {
     "loop": "Nested Python loops over (b, h, i, j, d): one multiply-add at a time (key 1)",
@@ -199,6 +211,11 @@ class SizeControls(QWidget):
             self.set_from_state()  # rejected: show the sizes that are really in effect
 
 
+@cache
+def _source(strategy: str) -> str:
+    return strategy_source(strategy)  # reads the module's source: do it once
+
+
 class CodePanel(QWidget):
     """The strategy's core lines — the very text the compute layer runs — and how it agreed."""
 
@@ -228,7 +245,7 @@ class CodePanel(QWidget):
         self.set_strategy(session.options.strategy)
 
     def set_strategy(self, name: str) -> None:
-        text = strategy_source(name)
+        text = _source(name)
         if self.code.toPlainText() != text:
             self.code.setPlainText(text)
         b, h, t, d = self.session.shape

@@ -33,12 +33,16 @@ from attn_explorer.compute.timing import estimate_loop_seconds
 from attn_explorer.state import Session
 from attn_explorer.state.stepper import Frame
 from attn_explorer.ui import palette
-from attn_explorer.ui.controls import CodePanel, OptionsBar, SizeControls, StrategyToggle
-from attn_explorer.ui.heatmaps import HeatmapGrid
+from attn_explorer.ui.controls import (
+    CodePanel,
+    OptionsBar,
+    SizeControls,
+    StrategyToggle,
+    format_seconds,
+)
 from attn_explorer.ui.matrix_table import MatrixTable
 from attn_explorer.ui.score_grid import ScoreGrid
 from attn_explorer.ui.settings import settings
-from attn_explorer.ui.timing_panel import TimingPanel, format_seconds
 from attn_explorer.ui.workers import LatestRunner
 
 #: Score cells (B·H·T·T) up to which results are computed on the GUI thread.
@@ -47,12 +51,14 @@ SYNC_CELLS = 64 * 64 * 8
 LOOP_RESULT_LIMIT = 3.0
 #: The other strategies are run for the agreement check when the loop takes less (s).
 AGREEMENT_LOOP_LIMIT = 1.0
+#: A loop predicted to finish sooner than this (s) runs on the GUI thread, within the frame.
+SYNC_LOOP_SECONDS = 0.02
 
 
-def compute_job(inputs: dict[str, Any], check_agreement: bool) -> Any:
-    """Worker job: the attention result for ``inputs`` and, if cheap, the strategies' agreement."""
+def compute_job(inputs: dict[str, Any]) -> Any:
+    """Worker job: the attention result for ``inputs`` (the loop only if it is quick enough)."""
 
-    def job(progress: Any, should_stop: Any) -> tuple[int, AttentionResult, dict[str, float], str]:
+    def job(progress: Any, should_stop: Any) -> tuple[int, AttentionResult, str]:
         strategy = inputs["strategy"]
         used = strategy
         if strategy == "loop":
@@ -67,15 +73,42 @@ def compute_job(inputs: dict[str, Any], check_agreement: bool) -> Any:
             scale=inputs["scale"],
             causal=inputs["causal"],
         )
-        diffs: dict[str, float] = {}
-        if check_agreement and not should_stop():
-            for other in STRATEGIES:
-                if other != used:
-                    scores = attention_scores(inputs["query"], inputs["key"], other)
-                    diffs[other] = float(np.max(np.abs(scores - result.scores)))
-        return inputs["revision"], result, diffs, used
+        return inputs["revision"], result, used
 
     return job
+
+
+def agreement_job(inputs: dict[str, Any]) -> Any:
+    """Worker job: max |difference| of the scores of every strategy against the chosen one."""
+
+    def job(progress: Any, should_stop: Any) -> tuple[int, dict[str, float]]:
+        chosen = inputs["strategy"]
+        scores = {
+            name: attention_scores(inputs["query"], inputs["key"], name) for name in STRATEGIES
+        }
+        diffs = {
+            name: float(np.max(np.abs(scores[name] - scores[chosen])))
+            for name in STRATEGIES
+            if name != chosen
+        }
+        return inputs["revision"], diffs
+
+    return job
+
+
+class _FirstPaint(QObject):
+    """Calls ``callback`` once, soon after the watched window first paints."""
+
+    def __init__(self, callback: Any) -> None:
+        super().__init__()
+        self.callback = callback
+        self.done = False
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Paint and not self.done:
+            self.done = True
+            QTimer.singleShot(0, self.callback)
+        return False
 
 
 class _ShortcutGuard(QObject):
@@ -103,7 +136,8 @@ class MainWindow(QMainWindow):
 
     resultShown = Signal()
 
-    def __init__(self, session: Session | None = None) -> None:
+    def __init__(self, session: Session | None = None, *, defer_plots: bool = False) -> None:
+        """``defer_plots`` builds the pyqtgraph views just after the first paint (faster start)."""
         super().__init__()
         self.session = session or Session()
         self.ask_before_discard = True
@@ -125,12 +159,26 @@ class MainWindow(QMainWindow):
         self.runner.finished.connect(self._on_worker_result)
         self.runner.failed.connect(self._on_worker_failed)
         self.runner.busy.connect(self._on_busy)
+        self.agreement_runner = LatestRunner(self)
+        self.agreement_runner.finished.connect(self._on_agreement)
+        self.agreement_runner.failed.connect(self._on_worker_failed)
+        self.agreement_pending = False
+        self._agreement_inputs: dict[str, Any] | None = None
+        self._agreement_timer = QTimer(self)
+        self._agreement_timer.setSingleShot(True)
+        self._agreement_timer.setInterval(150)
+        self._agreement_timer.timeout.connect(self._start_agreement)
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(40)
         self._debounce.timeout.connect(self.recompute)
         self.resize(1400, 900)
         self._restore_settings()
+        if not defer_plots:
+            self._build_plots()
+        else:
+            self._first_paint = _FirstPaint(self._build_plots)
+            self.installEventFilter(self._first_paint)
         self.recompute(sync=True)
         self._update_title()
 
@@ -143,19 +191,15 @@ class MainWindow(QMainWindow):
             table.installEventFilter(guard)
         self._guard = guard
         self.score_grid = ScoreGrid(s)
-        self.heatmaps = HeatmapGrid(s)
+        self.heatmaps: Any = None  # built by _build_plots (pyqtgraph loads slowly)
+        self.timing_panel: Any = None
         self.score_grid.cellClicked.connect(
             lambda i, j: self.seek_cell(s.options.batch_index, s.options.head, i, j)
         )
-        self.heatmaps.cellClicked.connect(
-            lambda h, i, j: self.seek_cell(s.options.batch_index, h, i, j)
-        )
-        self.heatmaps.exportRequested.connect(self._export_from_heatmap)
         self.strategy_toggle = StrategyToggle(s)
         self.options_bar = OptionsBar(s)
         self.size_controls = SizeControls(s)
         self.code_panel = CodePanel(s)
-        self.timing_panel = TimingPanel(s)
 
         left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self.score_grid)
@@ -164,7 +208,9 @@ class MainWindow(QMainWindow):
         left.setStretchFactor(1, 2)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
-        splitter.addWidget(self.heatmaps)
+        self._plots_placeholder = QLabel("Loading heatmaps…")
+        self._plots_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        splitter.addWidget(self._plots_placeholder)
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
         splitter.setSizes([480, 600])  # room for the code panel's longest line
@@ -187,6 +233,28 @@ class MainWindow(QMainWindow):
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self.splitter = splitter
+
+    def _build_plots(self) -> None:
+        """Create the pyqtgraph views (heatmaps, timing charts) and show the current result."""
+        if self.heatmaps is not None:
+            return
+        from attn_explorer.ui.heatmaps import HeatmapGrid
+        from attn_explorer.ui.timing_panel import TimingPanel
+
+        s = self.session
+        self.heatmaps = HeatmapGrid(s)
+        self.heatmaps.cellClicked.connect(
+            lambda h, i, j: self.seek_cell(s.options.batch_index, h, i, j)
+        )
+        self.heatmaps.exportRequested.connect(self._export_from_heatmap)
+        self.splitter.replaceWidget(1, self.heatmaps)
+        self._plots_placeholder.deleteLater()
+        self.timing_panel = TimingPanel(s)
+        self.timing_dock.setWidget(self.timing_panel)
+        self.splitter.setSizes([480, 600])
+        if self.result is not None:
+            self.show_result()
+        self.set_frame(self.frame)
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, name: str) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -218,7 +286,7 @@ class MainWindow(QMainWindow):
             "Inputs", inputs, Qt.DockWidgetArea.LeftDockWidgetArea, "inputs"
         )
         self.timing_dock = self._dock(
-            "Timing", self.timing_panel, Qt.DockWidgetArea.BottomDockWidgetArea, "timing"
+            "Timing", QLabel("Loading charts…"), Qt.DockWidgetArea.BottomDockWidgetArea, "timing"
         )
         self.stepper = None
         try:
@@ -282,7 +350,8 @@ class MainWindow(QMainWindow):
 
     # -- session → views ------------------------------------------------------------------
     def _on_shape_changed(self) -> None:
-        self.heatmaps.set_enlarged(None)
+        if self.heatmaps is not None:
+            self.heatmaps.set_enlarged(None)
         self.schedule()
 
     def _on_option_changed(self, name: str) -> None:
@@ -313,13 +382,20 @@ class MainWindow(QMainWindow):
             self._debounce.start()
 
     def recompute(self, sync: bool | None = None) -> None:
-        """Compute the current result (here, or in the worker for big shapes)."""
+        """Compute the current result (here if it is quick, else in the worker).
+
+        The agreement check of the other strategies always runs in the background.
+        """
         b, h, t, _ = self.session.shape
-        if sync is None:
-            sync = b * h * t * t <= SYNC_CELLS
         inputs = self.session.compute_inputs()
         eta = estimate_loop_seconds(inputs["query"].shape, inputs["key"].shape)
-        job = compute_job(inputs, check_agreement=eta < AGREEMENT_LOOP_LIMIT)
+        if sync is None or sync:
+            sync = b * h * t * t <= SYNC_CELLS and (
+                inputs["strategy"] != "loop" or eta < SYNC_LOOP_SECONDS
+            )
+        job = compute_job(inputs)
+        self.diffs = {}
+        self.agreement_pending = eta < AGREEMENT_LOOP_LIMIT
         if sync:
             try:
                 outcome = job(lambda f, m: None, lambda: False)
@@ -329,13 +405,29 @@ class MainWindow(QMainWindow):
             self._on_worker_result(outcome)
         else:
             self.runner.submit(job)
+        self.agreement_runner.cancel(quiet=True)
+        self._agreement_inputs = inputs if self.agreement_pending else None
+        if self.agreement_pending:
+            self._agreement_timer.start()  # after the edit has painted, not competing with it
+
+    def _start_agreement(self) -> None:
+        inputs = self._agreement_inputs
+        if inputs is not None and inputs["revision"] == self.session.revision:
+            self.agreement_runner.submit(agreement_job(inputs))
 
     def _on_worker_result(self, outcome: object) -> None:
-        revision, result, diffs, used = outcome  # type: ignore[misc]
+        revision, result, used = outcome  # type: ignore[misc]
         if not self.session.accept_result(revision, result):
             return  # stale: a newer edit is on its way
-        self.result, self.diffs, self.result_strategy = result, diffs, used
+        self.result, self.result_strategy = result, used
         self.show_result()
+
+    def _on_agreement(self, outcome: object) -> None:
+        revision, diffs = outcome  # type: ignore[misc]
+        if revision == self.session.revision:
+            self.diffs = diffs
+            self.agreement_pending = False
+            self._update_provenance()
 
     def _on_worker_failed(self, message: str) -> None:
         self.statusBar().showMessage(f"Could not compute: {message}")
@@ -348,7 +440,8 @@ class MainWindow(QMainWindow):
         result = self.result
         stage = self.session.options.stage
         self.score_grid.set_result(result, stage)
-        self.heatmaps.set_result(result, stage)
+        if self.heatmaps is not None:
+            self.heatmaps.set_result(result, stage)
         self.score_grid.set_frame(self.frame)
         self._update_provenance()
         self._update_shape_label()
@@ -366,7 +459,9 @@ class MainWindow(QMainWindow):
                 f"computed with <b>{used}</b> (the same numbers). Use Timing ▸ Run loop anyway "
                 "to time it."
             ]
-        if self.diffs:
+        if self.agreement_pending and not self.diffs:
+            lines.append("Checking that the other strategies agree…")
+        elif self.diffs:
             lines.append(
                 "Max |difference| vs "
                 + ", ".join(f"{name}: {value:.3g}" for name, value in self.diffs.items())
@@ -386,7 +481,8 @@ class MainWindow(QMainWindow):
         for table in self.tables.values():
             table.set_frame(frame)
         self.score_grid.set_frame(frame)
-        self.heatmaps.set_frame(frame)
+        if self.heatmaps is not None:
+            self.heatmaps.set_frame(frame)
         step = frame.step if frame is not None else None
         if step is not None and step.head != self.session.options.head:
             self.session.set_option("head", step.head)  # follow the loop into the next head
@@ -516,7 +612,8 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self.runner.cancel(quiet=True)
-        self.timing_panel.runner.cancel(quiet=True)
+        if self.timing_panel is not None:
+            self.timing_panel.runner.cancel(quiet=True)
         self.save_settings()
         menus.write_autosave(self, final=True)
         event.accept()

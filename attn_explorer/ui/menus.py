@@ -7,6 +7,7 @@ and the open session is untouched.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -34,7 +35,7 @@ from attn_explorer.state.io import (
     load_session,
     save_session,
     session_json,
-    session_to_dict,
+    snapshot_to_dict,
     write_atomic,
 )
 from attn_explorer.state.presets import PRESETS
@@ -212,7 +213,7 @@ def build_menus(w: MainWindow) -> None:
 
     timing = bar.addMenu("&Timing")
     _add(w, timing, "&Time strategies", lambda: w.timing_panel.run_timing(False), "Ctrl+T")
-    _add(w, timing, "&Scaling sweep", w.timing_panel.run_sweep, "Ctrl+Shift+T")
+    _add(w, timing, "&Scaling sweep", lambda: w.timing_panel.run_sweep(), "Ctrl+Shift+T")
     _add(w, timing, "Run loop &anyway", lambda: w.timing_panel.run_timing(True))
     _add(w, timing, "&Cancel", lambda: w.timing_panel.runner.cancel(), "Ctrl+.")
 
@@ -256,7 +257,8 @@ def _rename_current_token(w: MainWindow) -> None:
 
 
 def _toggle_enlarge(w: MainWindow) -> None:
-    w.heatmaps.set_enlarged(None if w.heatmaps.enlarged is not None else w.session.options.head)
+    if w.heatmaps is not None:
+        w.heatmaps.set_enlarged(None if w.heatmaps.enlarged is not None else w.session.options.head)
 
 
 def _show_shortcuts(w: MainWindow) -> None:
@@ -410,13 +412,42 @@ def autosave_path() -> Path:
     return data_dir() / AUTOSAVE_NAME
 
 
-def write_autosave(w: MainWindow, final: bool = False) -> None:
-    """Keep a copy of the session in the app-data folder (restored after a crash)."""
-    try:
-        write_atomic(autosave_path(), session_json(session_to_dict(w.session)).encode("utf-8"))
-    except (OSError, SessionFileError, ExportError) as exc:
+#: Sessions with more numbers than this are not autosaved (the JSON would be huge and slow).
+AUTOSAVE_MAX_VALUES = 1_000_000
+_autosave_lock = threading.Lock()
+
+
+def write_autosave(w: MainWindow, final: bool = False) -> threading.Thread | None:
+    """Keep a copy of the session in the app-data folder (restored on the next start).
+
+    The numbers are copied here; the JSON is built and written in a background
+    thread so typing never waits for it. Very large sessions are skipped with a note.
+    """
+    session = w.session
+    b, h, t, d = session.shape
+    if 3 * b * h * t * d > AUTOSAVE_MAX_VALUES:
         if not final:
-            w.statusBar().showMessage(f"Autosave failed: {exc}", 6000)
+            w.statusBar().showMessage(
+                "Autosave is off for sessions this large; save with Ctrl+S to keep your work.", 6000
+            )
+        return None
+    snapshot, options, name = session.snapshot(), session.options, session.name
+    path = autosave_path()
+
+    def work() -> None:
+        with _autosave_lock:
+            try:
+                text = session_json(snapshot_to_dict(snapshot, options, name))
+                write_atomic(path, text.encode("utf-8"))
+            except (OSError, SessionFileError, ExportError):
+                pass  # autosave is best effort; an explicit save reports its errors
+
+    if final:
+        work()
+        return None
+    thread = threading.Thread(target=work, name="autosave", daemon=True)
+    thread.start()
+    return thread
 
 
 # -- presets and export dialogs ----------------------------------------------------------------

@@ -32,20 +32,13 @@ from attn_explorer.compute import (
     time_strategies,
 )
 from attn_explorer.state import Session
+from attn_explorer.ui.controls import format_seconds
 from attn_explorer.ui.workers import LatestRunner
 
 COLOURS = {"loop": (230, 97, 1), "matmul": (94, 60, 153), "batched": (27, 158, 119)}
 #: A loop predicted to take longer than this (seconds) is shown as an estimate.
 LOOP_BUDGET = 1.0
 SWEEP_TOKENS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-def format_seconds(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.1f} µs"
 
 
 class _LogSecondsAxis(pg.AxisItem):

@@ -93,7 +93,10 @@ def test_each_strategy_gives_identical_results(qtbot, window):
         assert f"computed with <b>{name}</b>" in window.code_panel.provenance.text()
     np.testing.assert_allclose(results["loop"], results["batched"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(results["matmul"], results["batched"], rtol=1e-12, atol=1e-12)
+    qtbot.waitUntil(lambda: bool(window.diffs), timeout=5000)  # checked in the background
+    assert set(window.diffs) == {"loop", "matmul"}
     assert max(window.diffs.values()) < 1e-9
+    assert "they agree" in window.code_panel.provenance.text()
 
 
 def test_keys_1_2_3_switch_strategy(qtbot, window):
@@ -305,3 +308,15 @@ def test_per_head_colour_scale_and_enlarge(window):
     window.heatmaps.set_enlarged(2)
     assert len(window.heatmaps.plots) == 1
     assert window.heatmaps.plots[0].titleLabel.text == "head 3"
+
+
+def test_deferred_plots_are_built_after_first_paint(qtbot):
+    w = MainWindow(defer_plots=True)
+    w.ask_before_discard = False
+    qtbot.addWidget(w)
+    assert w.heatmaps is None and w.timing_panel is None
+    w.show()
+    qtbot.waitUntil(lambda: w.heatmaps is not None, timeout=5000)
+    assert w.timing_panel is not None
+    assert w.heatmaps.plots[0].titleLabel.text == "head 1"
+    assert w.heatmaps.images[0].image.shape[:2] == (3, 3)

@@ -1,0 +1,212 @@
+"""GUI benchmark (offscreen): start-up, edit-to-repaint latency, heatmap redraw rate, stalls.
+
+    python bench/gui.py [--quick]
+
+Prints one table measured in one run. Not a test: these machines are shared and
+noisy, so the figures go into notes, not assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+FIRST_PAINT_SCRIPT = r"""
+import time, sys
+start = float(sys.argv[1])
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from attn_explorer.ui.main_window import MainWindow
+class Painted(QObject):
+    def eventFilter(self, obj, event):
+        if event.type() == QEvent.Type.Paint:
+            print(f"{time.time() - start:.4f}", flush=True)
+            app.exit(0)
+        return False
+w = MainWindow(defer_plots=True)  # as attn-explorer starts
+w.ask_before_discard = False
+f = Painted()
+w.installEventFilter(f)
+w.show()
+app.exec()
+"""
+
+
+def cold_start(runs: int) -> float:
+    times = []
+    env = dict(os.environ)
+    env["ATTN_EXPLORER_SETTINGS_DIR"] = "/tmp/attn-bench-settings"
+    env["ATTN_EXPLORER_DATA_DIR"] = "/tmp/attn-bench-data"
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", FIRST_PAINT_SCRIPT, repr(time.time())],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        times.append(float(out.stdout.strip().splitlines()[-1]))
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
+    args = parser.parse_args(argv)
+
+    import numpy as np
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from attn_explorer.state import Snapshot
+
+    rows: list[tuple[str, str]] = []
+    rows.append(
+        (
+            "cold start to first paint (median of 5 processes)",
+            f"{cold_start(2 if args.quick else 5) * 1e3:.0f} ms",
+        )
+    )
+
+    app = QApplication.instance() or QApplication([])
+    from attn_explorer.ui.heatmaps import HeatmapGrid
+    from attn_explorer.ui.main_window import MainWindow
+
+    w = MainWindow()
+    w.ask_before_discard = False
+    w.resize(1400, 900)
+    w.show()
+    app.processEvents()
+
+    # -- edit-to-repaint latency ------------------------------------------------------------
+    shapes = [(2, 3, 2), (8, 64, 16), (16, 512, 64)]
+    for heads, tokens, dim in shapes:
+        rng = np.random.default_rng(0)
+        q, k, v = (rng.standard_normal((1, heads, tokens, dim)) for _ in range(3))
+        w.session.load(Snapshot(tuple(f"t{n}" for n in range(tokens)), q, k, v), text="bench")
+        target = w.session.revision
+        deadline = time.perf_counter() + 30
+        while (
+            w.result is None or w.session.revision != target or w.runner.is_busy()
+        ) and time.perf_counter() < deadline:
+            app.processEvents()
+        samples = []
+        for n in range(-1, 3 if args.quick else 7):  # n = -1 warms up (fonts, caches)
+            start = time.perf_counter()
+            w.session.set_cell("query", 0, 0, float(n + 1))
+            revision = w.session.revision
+            while (
+                w.runner.is_busy()
+                or w.session._result_cache is None
+                or w.session._result_cache[0] != revision
+            ):
+                app.processEvents()
+            w.repaint()
+            app.processEvents()
+            if n >= 0:
+                samples.append(time.perf_counter() - start)
+        rows.append(
+            (
+                f"edit-to-repaint (H={heads}, T={tokens}, d={dim})",
+                f"{statistics.median(samples) * 1e3:.1f} ms",
+            )
+        )
+
+    # -- heatmap redraw rate ----------------------------------------------------------------------
+    for tokens in (512, 2048):
+        rng = np.random.default_rng(1)
+        grid = HeatmapGrid(w.session)
+        grid.resize(1000, 800)
+        grid.show()
+        values = rng.standard_normal((16, tokens, tokens)).astype(np.float32)
+        grid._values = values
+        grid.redraw()
+        app.processEvents()
+        frames = 5 if args.quick else 20
+        start = time.perf_counter()
+        for n in range(frames):
+            grid._values = values if n % 2 == 0 else -values
+            grid.redraw()
+            grid.view.repaint()
+        rate = frames / (time.perf_counter() - start)
+        # plain pyqtgraph for comparison: full-size float images with a LUT
+        import pyqtgraph as pg
+
+        plain = pg.GraphicsLayoutWidget()
+        plain.resize(1000, 800)
+        items = []
+        for h in range(16):
+            p = plain.addPlot(row=h // 4, col=h % 4)
+            img = pg.ImageItem()
+            img.setLookupTable(pg.colormap.get("viridis").getLookupTable(nPts=256))
+            p.addItem(img)
+            items.append(img)
+        plain.show()
+        start = time.perf_counter()
+        plain_frames = 3 if args.quick else 6
+        for n in range(plain_frames):
+            for h, img in enumerate(items):
+                img.setImage(values[h] if n % 2 == 0 else -values[h], levels=(-4, 4))
+            plain.repaint()
+        plain_rate = plain_frames / (time.perf_counter() - start)
+        rows.append(
+            (
+                f"heatmap redraws/s, 16 heads of {tokens}×{tokens}",
+                f"{rate:.1f} /s (plain pyqtgraph {plain_rate:.1f} /s)",
+            )
+        )
+        grid.close()
+        plain.close()
+
+    # -- longest event-loop stall during background work ---------------------------------------------
+    gaps: list[float] = []
+    last = [time.perf_counter()]
+
+    def tick() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+    heads, tokens, dim = (16, 1024, 64) if args.quick else (16, 2048, 64)
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, heads, tokens, dim)).astype(np.float32) for _ in range(3))
+    timer.start()
+    last[0] = time.perf_counter()
+    start = time.perf_counter()
+    w.session.set_option("dtype", "float32")
+    w.session.load(Snapshot(tuple(f"t{n}" for n in range(tokens)), q, k, v), text="bench")
+    w.timing_panel.run_sweep()
+    while (
+        w.runner.is_busy() or w.timing_panel.runner.is_busy()
+    ) and time.perf_counter() - start < 120:
+        app.processEvents()
+    timer.stop()
+    total = time.perf_counter() - start
+    rows.append(
+        (
+            f"longest event-loop stall, (H={heads}, T={tokens}, d={dim}) + sweep",
+            f"{max(gaps) * 1e3:.0f} ms over {total:.1f} s",
+        )
+    )
+
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure'.ljust(width)}  value")
+    print(f"{'-' * width}  {'-' * 40}")
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+    w.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
