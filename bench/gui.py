@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         grid.close()
         plain.close()
 
-    # -- longest event-loop stall during background work ---------------------------------------------
+    # -- longest event-loop stall during background work ----------------------------------------
     gaps: list[float] = []
     last = [time.perf_counter()]
 
