@@ -167,6 +167,12 @@ def _reveal(window: Any) -> None:
         window.stepper.step_forward()
 
 
+def _show(window: Any, target: str) -> None:
+    # highlight() raises the panel's dock; clearing at once leaves it raised, unframed.
+    window.highlight(target, HIGHLIGHT_FOREVER)
+    window.highlight(None)
+
+
 def _set_block(
     window: Any,
     matrix: str,
@@ -284,6 +290,13 @@ ACTIONS: dict[str, Operation] = {
             },
             lambda w, target, for_ms=HIGHLIGHT_FOREVER: w.highlight(target, for_ms),
             replay=False,
+        ),
+        Operation(
+            "show",
+            {"target": Param("str", check=_one_of(("stepper", "timing")))},
+            _show,
+            replay=False,
+            doc="Bring the stepper or timing panel to the front without framing it.",
         ),
         Operation(
             "enlarge_head",

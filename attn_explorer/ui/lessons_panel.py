@@ -35,7 +35,9 @@ from attn_explorer.lessons.engine import Lesson, LessonError, LessonRunner, load
 from attn_explorer.ui.settings import settings
 
 SHORTCUT = "F3"
-DOCK_WIDTH = 360
+DOCK_WIDTH = 340
+#: Narrower than this and the dimension table in lesson 7 breaks words apart.
+MIN_WIDTH = 280
 WELCOME = (
     "**Guided lessons** walk through the article *Multi-Head Attention in Large Language "
     "Models* in the real window: each step sets up the tables, the stepper or the timing "
@@ -104,12 +106,14 @@ class LessonsPanel(QWidget):
         self.next_button.setToolTip("Next step (→ or Space)")
         self.next_button.setDefault(True)
         self.next_button.clicked.connect(self.next)
-        self.restart_button = QPushButton("Restart lesson")
+        self.restart_button = QPushButton("↺ Restart")
         self.restart_button.setToolTip("Start this lesson again from its first step")
         self.restart_button.clicked.connect(self.restart)
 
         # Shortcuts for the whole panel while focus is anywhere inside it.
-        self.next_action = self._shortcut("Next step", [Qt.Key.Key_Right, Qt.Key.Key_Space], self.next)
+        self.next_action = self._shortcut(
+            "Next step", [Qt.Key.Key_Right, Qt.Key.Key_Space], self.next
+        )
         self.back_action = self._shortcut("Previous step", [Qt.Key.Key_Left], self.back)
 
         step_box = QWidget()
@@ -138,7 +142,7 @@ class LessonsPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(splitter)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-        self.setMinimumWidth(260)
+        self.setMinimumWidth(MIN_WIDTH)
 
     def _shortcut(self, text: str, keys: list[Qt.Key], slot: Any) -> QAction:
         action = QAction(text, self)
@@ -300,19 +304,30 @@ def install(window: QMainWindow) -> LessonsPanel:
     the Help menu entry and ``panel.start_button`` the corner button.
     """
     panel = LessonsPanel(window)
+    # highlight() draws its frame with a style sheet, which a plain QWidget subclass (score
+    # grid, heatmaps, code panel, stepper...) only paints with a styled background.
+    for widget in window.highlight_targets().values():  # type: ignore[attr-defined]
+        widget.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
     dock = QDockWidget("Lessons", window)
     dock.setObjectName("lessons")
     dock.setWidget(panel)
     dock.setAllowedAreas(
         Qt.DockWidgetArea.RightDockWidgetArea | Qt.DockWidgetArea.LeftDockWidgetArea
     )
+    # The right dock area takes the bottom-right corner, so the lesson text runs the full
+    # height of the window instead of sharing the top with the central views.
+    window.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
     window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
     dock.hide()
     panel.dock = dock  # type: ignore[attr-defined]
 
     def clear_highlight(visible: bool) -> None:
-        if not visible:
-            window.highlight(None)  # type: ignore[attr-defined]
+        # Closed by the user (not merely tabbed away): take the lesson's frame down too.
+        if not visible and dock.isHidden():
+            try:
+                window.highlight(None)  # type: ignore[attr-defined]
+            except RuntimeError:  # the window is being destroyed
+                pass
 
     dock.visibilityChanged.connect(clear_highlight)
 
