@@ -84,13 +84,17 @@ def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | No
 
 
 def _ensure_gui_application() -> object:
-    """A QGuiApplication for fonts and painting; offscreen unless a platform is already set."""
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtGui import QGuiApplication
+    """The running Qt application, or a new one (offscreen unless a platform is already set).
 
-    app = QGuiApplication.instance()
+    A QApplication (a QGuiApplication that also allows widgets), so that the GUI
+    or a test started later in the same process can still open windows.
+    """
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
     if app is None:
-        app = QGuiApplication([])
+        app = QApplication([])
     return app
 
 

