@@ -78,6 +78,17 @@ def value_range(values: np.ndarray, diverging: bool) -> tuple[float, float]:
     return low, high
 
 
+def stage_range(values: np.ndarray, stage: str, colormap: str) -> tuple[float, float]:
+    """The colour scale of a pipeline stage, the same on screen and in exports.
+
+    Softmax weights are probabilities: always 0 to 1. Other stages span their
+    values, symmetric about 0 when the colour map is diverging.
+    """
+    if stage == "weights":
+        return 0.0, 1.0
+    return value_range(values, diverging=colormap == "diverging")
+
+
 def to_rgb(values: np.ndarray, name: str, low: float, high: float) -> np.ndarray:
     """Map values to (…, 3) uint8 colours; NaN/−inf (masked) cells come out light grey."""
     table = lut(name)

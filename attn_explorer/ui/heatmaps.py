@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QLabel, QMenu, QVBoxLayout, QWidget
 
-from attn_explorer.colormaps import lut, to_rgb, value_range
+from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.compute import AttentionResult
 from attn_explorer.state import Session
 from attn_explorer.state.stepper import Frame
@@ -220,14 +220,11 @@ class HeatmapGrid(QWidget):
         heads = self._heads_shown()
         small = downsample(self._values)  # (H, ≤256, ≤256): the pixels we draw
         name = self.colormap()
-        diverging = self._stage != "weights"
         shared = self.session.options.shared_scale
-        if self._stage == "weights":
-            ranges = [(0.0, 1.0)] * heads_total
-        elif shared:
-            ranges = [value_range(small, diverging)] * heads_total
+        if shared:
+            ranges = [stage_range(small, self._stage, name)] * heads_total
         else:
-            ranges = [value_range(small[h], diverging) for h in range(heads_total)]
+            ranges = [stage_range(small[h], self._stage, name) for h in range(heads_total)]
         self.ranges = ranges
         filled = self._filled(heads_total, t_q, t_k)
         for image, h in zip(self.images, heads, strict=True):
@@ -237,7 +234,7 @@ class HeatmapGrid(QWidget):
                 rgb[~downsample(filled[h])] = EMPTY_RGB
             image.setImage(rgb, autoLevels=False, levels=(0, 255))
             image.setRect(0, 0, t_k, t_q)
-        if shared or self._stage == "weights":
+        if shared:
             self.bars[0].set_range(name, *ranges[heads[0]])
         else:
             for bar, h in zip(self.bars, heads, strict=True):

@@ -40,7 +40,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtSvg import QSvgGenerator
 
-from attn_explorer.colormaps import lut, to_rgb, value_range
+from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.compute import STAGES
 from attn_explorer.state.io import (
     ExportError,
@@ -124,12 +124,11 @@ def build_figure(session: Session, stage: str, heads: Sequence[int]) -> Figure:
     batch = options.batch_index
     data = stage_array(session, stage)[batch]  # (H, T, T) or output (H, T, d_v)
     cmap = stage_colormap(options, stage)
-    diverging = cmap == "diverging"
-    shared = value_range(data, diverging)  # over every head, like the window's shared scale
+    shared = stage_range(data, stage, cmap)  # over every head, like the window's shared scale
     panels = []
     for head in heads:
         values = np.asarray(data[head], dtype=np.float64)
-        low, high = shared if options.shared_scale else value_range(values, diverging)
+        low, high = shared if options.shared_scale else stage_range(values, stage, cmap)
         panels.append(Panel(f"head {head}", values, low, high))
     b = session.shape[0]
     title = f"{session.name} · {STAGE_TITLES[stage]}" + (f" · batch {batch}" if b > 1 else "")

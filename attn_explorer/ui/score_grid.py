@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer.colormaps import to_rgb, value_range
+from attn_explorer.colormaps import stage_range, to_rgb
 from attn_explorer.compute import AttentionResult
 from attn_explorer.state import Session, format_number
 from attn_explorer.state.stepper import Frame
@@ -63,11 +63,9 @@ class ScoreGridModel(QAbstractTableModel):
             self.beginResetModel()
         self.values = np.asarray(values, dtype=np.float64)
         self.stage = stage
-        diverging = stage != "weights"
-        low, high = value_range(self.values, diverging)
-        if stage == "weights":
-            low, high = 0.0, 1.0
-        self.colours = to_rgb(self.values, colormap_for(stage, self.session), low, high)
+        name = colormap_for(stage, self.session)
+        low, high = stage_range(self.values, stage, name)
+        self.colours = to_rgb(self.values, name, low, high)
         if reset:
             self.endResetModel()
         elif self.values.size:

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
-from attn_explorer.colormaps import lut, to_rgb, value_range
+from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.state import io
 from attn_explorer.state.io import ExportError
 from attn_explorer.state.presets import preset, random_preset
@@ -78,8 +78,8 @@ def test_png_weights_every_cell_has_its_colour(tmp_path):
     session = make_session("worked")
     _, image = export_png(session, tmp_path, stage="weights")
     weights = session.result().weights[0, 0]
-    low, high = value_range(weights, diverging=False)
-    expected = to_rgb(weights, "sequential", low, high)
+    assert stage_range(weights, "weights", "sequential") == (0.0, 1.0)  # as on screen
+    expected = to_rgb(weights, "sequential", 0.0, 1.0)
     layout = layout_figure(build_figure(session, "weights", [0]), 1600)
     for i in range(3):
         for j in range(3):
