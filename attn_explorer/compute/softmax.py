@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,9 @@ BLOCK_BYTES = 256 * 1024
 
 #: Below this many score entries one thread is faster than handing work over.
 THREADED_MIN_ELEMENTS = 1 << 20
+
+#: Blocks a thread takes from the shared queue at a time (neighbours in memory).
+CHUNK_BLOCKS = 4
 
 #: Threads the softmax uses at most (one per core).
 WORKERS = max(1, min(8, os.cpu_count() or 1))
@@ -154,11 +157,16 @@ def softmax_rows(
     if WORKERS == 1 or x.size < THREADED_MIN_ELEMENTS or len(blocks) < 2:
         job.run(blocks)
     else:
-        # Deal blocks in contiguous runs, so each thread streams through memory.
-        share = -(-len(blocks) // WORKERS)
-        runs = [blocks[n : n + share] for n in range(0, len(blocks), share)]
-        futures: list[Future[None]] = [_executor().submit(job.run, run) for run in runs[1:]]
-        job.run(runs[0])
-        for future in futures:
-            future.result()
+        # Threads take runs of neighbouring blocks from one shared queue as they
+        # come free, so a thread the OS pauses never leaves the others waiting.
+        starts = iter(range(0, len(blocks), CHUNK_BLOCKS))
+
+        def take_runs() -> None:
+            for start in starts:  # next() on a range iterator is atomic under the GIL
+                job.run(blocks[start : start + CHUNK_BLOCKS])
+
+        helpers = [_executor().submit(take_runs) for _ in range(WORKERS - 1)]
+        take_runs()
+        for helper in helpers:
+            helper.result()
     return out, job.fully.reshape(x.shape[:-1])
