@@ -110,7 +110,9 @@ def test_a_good_minimal_lesson_parses():
     [
         (lambda d: d["steps"][0]["actions"].append({"do": "explode"}), "unknown action 'explode'"),
         (
-            lambda d: d["steps"][0]["actions"].__setitem__(0, {"do": "load_preset", "name": "nope"}),
+            lambda d: d["steps"][0]["actions"].__setitem__(
+                0, {"do": "load_preset", "name": "nope"}
+            ),
             "'nope' is not one of worked",
         ),
         (
@@ -150,6 +152,10 @@ def test_a_good_minimal_lesson_parses():
         (
             lambda d: d["steps"][0]["actions"].append({"do": "resize", "heads": 2, "rows": 4}),
             "resize takes no argument rows",
+        ),
+        (
+            lambda d: d["steps"][0]["actions"].append({"do": "stepper.step_forward"}),
+            "stepper.step_forward moves from wherever the learner left the stepper",
         ),
         (lambda d: d["steps"][0]["expect"].append({"check": "mood"}), "unknown expectation 'mood'"),
         (

@@ -89,6 +89,23 @@ def key_name(key: str) -> str:
     return "do" if key == "actions" else "check"
 
 
+def _check_stepper_moves(actions: tuple[dict[str, Any], ...], where: str) -> None:
+    """A step that steps relative to where the stepper is must first put it somewhere.
+
+    Otherwise Next would continue from wherever the learner left the stepper.
+    """
+    positioned = False
+    for action in actions:
+        move = ACTIONS[action["do"]].stepper_move
+        if move == "absolute":
+            positioned = True
+        elif move == "relative" and not positioned:
+            raise LessonError(
+                f"{where}: {action['do']} moves from wherever the learner left the stepper; "
+                "put it somewhere first (stepper.seek, seek_cell, to_start or to_end)"
+            )
+
+
 def parse_lesson(data: object, lesson_id: str, *, source: str = "") -> Lesson:
     """Validate one lesson's decoded JSON; LessonError says which step and field is wrong.
 
@@ -117,9 +134,8 @@ def parse_lesson(data: object, lesson_id: str, *, source: str = "") -> Lesson:
             raise LessonError(f"{here}: a step is an object with text and actions")
         unknown = sorted(set(raw) - STEP_KEYS)
         if unknown:
-            raise LessonError(
-                f"{here}: unknown field {', '.join(unknown)}; allowed: {', '.join(sorted(STEP_KEYS))}"
-            )
+            allowed = ", ".join(sorted(STEP_KEYS))
+            raise LessonError(f"{here}: unknown field {', '.join(unknown)}; allowed: {allowed}")
         text = raw.get("text")
         if not isinstance(text, str) or not text.strip():
             raise LessonError(f"{here}: 'text' must be a non-empty string")
@@ -136,6 +152,7 @@ def parse_lesson(data: object, lesson_id: str, *, source: str = "") -> Lesson:
             raise LessonError(f"{here}: 'requires_module' must be a module name")
         if required and not module_available(required):
             continue
+        _check_stepper_moves(actions, here)
         steps.append(Step(text.strip(), actions, expect))
     first = steps[0].actions[0] if steps and steps[0].actions else None
     if first is None or first["do"] != "load_preset":

@@ -63,9 +63,7 @@ def _is_grid(value: object) -> bool:
     if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
         return False
     width = len(value[0])
-    return all(
-        len(row) == width and all(c is None or _is_number(c) for c in row) for row in value
-    )
+    return all(len(row) == width and all(c is None or _is_number(c) for c in row) for row in value)
 
 
 TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
@@ -112,6 +110,8 @@ class Operation:
     extra_check: Callable[[dict[str, Any]], str] | None = None
     doc: str = ""
     accepts_extra: bool = False
+    #: "relative": moves the stepper from wherever it is; "absolute": puts it somewhere.
+    stepper_move: str = ""
 
 
 # -- actions -----------------------------------------------------------------------------
@@ -130,9 +130,8 @@ def _check_preset_kwargs(args: dict[str, Any]) -> str:
     accepted = set(inspect.signature(PRESETS[name]).parameters)
     unknown = sorted(set(extra) - accepted)
     if unknown:
-        return (
-            f"preset {name!r} takes no argument {', '.join(unknown)}"
-            + (f" (it takes {', '.join(sorted(accepted))})" if accepted else " (it takes none)")
+        return f"preset {name!r} takes no argument {', '.join(unknown)}" + (
+            f" (it takes {', '.join(sorted(accepted))})" if accepted else " (it takes none)"
         )
     bad = [k for k, v in extra.items() if not _is_int(v)]
     return f"{', '.join(bad)} must be whole numbers" if bad else ""
@@ -161,10 +160,21 @@ def _set_choices(
         session.set_option("predict", bool(predict))
 
 
-def _reveal(window: Any) -> None:
-    """Show the cell predict mode asked about: skip the question if it is still open."""
-    if window.stepper.stepper.needs_answer:
+def _reveal(window: Any, batch: int, head: int, i: int, j: int) -> None:
+    """Show score cell (batch, head, i, j) whatever the learner did in predict mode.
+
+    An open question about it is skipped (its answer is shown); an answered one
+    stays up; if the learner moved elsewhere, the loop goes back and fills it.
+    """
+    model = window.stepper.stepper
+    if model.needs_answer and model.prediction.cell == (batch, head, i, j):
         window.stepper.step_forward()
+        return
+    frame = window.stepper.frame()
+    if frame is None or not frame.filled[batch, head, i, j]:
+        window.stepper.seek_cell(batch, head, i, j)
+        if not window.stepper.frame().filled[batch, head, i, j]:
+            window.stepper.step_forward()
 
 
 def _show(window: Any, target: str) -> None:
@@ -204,6 +214,7 @@ def _resize(window: Any, **sizes: int) -> None:
 _OPT = Param("int", required=False)
 _STRATEGY = Param("str", check=_one_of(STRATEGIES))
 _MATRIX = Param("str", check=_one_of(MATRICES))
+_CELL = {"batch": Param("int"), "head": Param("int"), "i": Param("int"), "j": Param("int")}
 
 ACTIONS: dict[str, Operation] = {
     op.name: op
@@ -268,19 +279,44 @@ ACTIONS: dict[str, Operation] = {
             },
             _set_choices,
         ),
-        Operation("stepper.seek", {"index": Param("int")}, lambda w, index: w.stepper.seek(index)),
+        Operation(
+            "stepper.seek",
+            {"index": Param("int")},
+            lambda w, index: w.stepper.seek(index),
+            stepper_move="absolute",
+        ),
         Operation(
             "stepper.seek_cell",
-            {"batch": Param("int"), "head": Param("int"), "i": Param("int"), "j": Param("int")},
+            _CELL,
             lambda w, batch, head, i, j: w.stepper.seek_cell(batch, head, i, j),
+            stepper_move="absolute",
         ),
-        Operation("stepper.to_start", {}, lambda w: w.stepper.to_start()),
-        Operation("stepper.to_end", {}, lambda w: w.stepper.to_end()),
-        Operation("stepper.step_forward", {}, lambda w: w.stepper.step_forward()),
-        Operation("stepper.step_back", {}, lambda w: w.stepper.step_back()),
-        Operation("stepper.stop", {}, lambda w: w.stepper.stop()),
-        Operation("stepper.reveal", {}, _reveal, doc="Reveal the cell predict mode asked about."),
-        Operation("stepper.play", {}, lambda w: w.stepper.play(), replay=False),
+        Operation("stepper.to_start", {}, lambda w: w.stepper.to_start(), stepper_move="absolute"),
+        Operation("stepper.to_end", {}, lambda w: w.stepper.to_end(), stepper_move="absolute"),
+        Operation(
+            "stepper.step_forward",
+            {},
+            lambda w: w.stepper.step_forward(),
+            stepper_move="relative",
+        ),
+        Operation(
+            "stepper.step_back", {}, lambda w: w.stepper.step_back(), stepper_move="relative"
+        ),
+        Operation("stepper.stop", {}, lambda w: w.stepper.stop(), stepper_move="absolute"),
+        Operation(
+            "stepper.reveal",
+            _CELL,
+            _reveal,
+            stepper_move="absolute",
+            doc="Fill one score cell, showing predict mode's verdict if there is one.",
+        ),
+        Operation(
+            "stepper.play",
+            {},
+            lambda w: w.stepper.play(),
+            replay=False,
+            stepper_move="relative",
+        ),
         Operation("stepper.pause", {}, lambda w: w.stepper.pause()),
         Operation(
             "highlight",

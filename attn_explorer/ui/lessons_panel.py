@@ -12,9 +12,10 @@ only asks it to move and shows where it is. Progress lives in QSettings.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from PySide6.QtCore import QSignalBlocker, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, QSignalBlocker, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -256,7 +257,7 @@ class LessonsPanel(QWidget):
     def show_welcome(self) -> None:
         self.title.setText("Lessons")
         self.counter.setText("")
-        self.text.setMarkdown(WELCOME)
+        self.set_text(WELCOME)
         self.note.hide()
         self.back_button.setEnabled(False)
         self.restart_button.setEnabled(False)
@@ -271,7 +272,7 @@ class LessonsPanel(QWidget):
         lesson, index = runner.lesson, runner.index
         self.title.setText(f"{self.lessons.index(lesson) + 1}. {lesson.title}")
         self.counter.setText(f"Step {index + 1} of {len(lesson.steps)}")
-        self.text.setMarkdown(runner.step.text)
+        self.set_text(runner.step.text)
         note = problem or runner.note
         self.note.setText(note)
         self.note.setVisible(bool(note))
@@ -285,6 +286,17 @@ class LessonsPanel(QWidget):
             self.next_button.setText("All done" if last_lesson else "Next lesson ▶")
             self.next_button.setEnabled(not last_lesson)
 
+    def set_text(self, markdown: str) -> None:
+        """Show a step's Markdown in the text browser (re-rendered when the palette changes)."""
+        self._markdown = markdown
+        self.text.setMarkdown(markdown)
+
+    def changeEvent(self, event: QEvent) -> None:
+        # The Markdown import bakes the palette's link colour in: render again for the new one.
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "_markdown", ""):
+            self.text.setMarkdown(self._markdown)
+        super().changeEvent(event)
+
     def _on_item_chosen(self, item: QListWidgetItem) -> None:
         lesson_id = item.data(Qt.ItemDataRole.UserRole)
         if self.runner is not None and self.runner.lesson.id == lesson_id:
@@ -296,7 +308,7 @@ class LessonsPanel(QWidget):
             self.window_api.highlight(url.path() or url.toString().split(":", 1)[1], 0)
 
 
-# -- installing into the window ---------------------------------------------------------------------
+# -- installing into the window ------------------------------------------------------------
 def install(window: QMainWindow) -> LessonsPanel:
     """Add the Lessons dock, Help ▸ Lessons (F3) and the first-launch "Start here" button.
 
@@ -324,10 +336,8 @@ def install(window: QMainWindow) -> LessonsPanel:
     def clear_highlight(visible: bool) -> None:
         # Closed by the user (not merely tabbed away): take the lesson's frame down too.
         if not visible and dock.isHidden():
-            try:
+            with contextlib.suppress(RuntimeError):  # the window is being destroyed
                 window.highlight(None)  # type: ignore[attr-defined]
-            except RuntimeError:  # the window is being destroyed
-                pass
 
     dock.visibilityChanged.connect(clear_highlight)
 

@@ -1,0 +1,326 @@
+"""Guided lessons played in the real window, as a learner would (offscreen)."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QColor, QImage
+
+from attn_explorer.lessons.engine import RESTORED_NOTE, Lesson, LessonRunner, Step, load_lessons
+from attn_explorer.lessons.registry import HIGHLIGHT_TARGETS
+from attn_explorer.ui import palette
+from attn_explorer.ui.lessons_panel import SHORTCUT, install, open_panel
+from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.ui.settings import settings
+
+S = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
+LESSONS = load_lessons()
+
+
+def make_window(qtbot) -> MainWindow:
+    w = MainWindow()
+    w.ask_before_discard = False
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    return w
+
+
+@pytest.fixture
+def window(qtbot):
+    w = make_window(qtbot)
+    yield w
+    w.timing_panel.runner.cancel(quiet=True)
+    qtbot.waitUntil(lambda: not w.timing_panel.runner.is_busy(), timeout=30_000)
+
+
+@pytest.fixture
+def panel(window):
+    p = install(window)
+    open_panel(p)
+    return p
+
+
+def grid(window) -> list[list[float | None]]:
+    return [
+        [float(c) if c not in ("", "…") else None for c in row]
+        for row in window.score_grid.text_grid()
+    ]
+
+
+def settle(qtbot, window, runner: LessonRunner) -> None:
+    """Let a step's animation finish (play) before its expectations are checked."""
+    step = runner.step
+    assert step is not None
+    if any(a["do"] == "stepper.play" for a in step.actions):
+        qtbot.waitUntil(lambda: not window.stepper.is_playing(), timeout=15_000)
+    qtbot.wait(1)
+
+
+def not_blank(image: QImage) -> bool:
+    small = image.scaled(120, 80)
+    colours = {small.pixel(x, y) for x in range(small.width()) for y in range(small.height())}
+    return len(colours) > 20
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
+def test_every_lesson_runs_to_its_end_and_keeps_its_promises(
+    qtbot, window, panel, lesson, tmp_path
+):
+    panel.start_lesson(lesson.id, 0)
+    first = window.grab()
+    assert not_blank(first.toImage())
+    assert first.save(str(tmp_path / f"{lesson.id}.png"))
+    assert panel.dock.isVisible() and panel.text.toPlainText().strip()
+    seen = 0
+    while True:
+        runner = panel.runner
+        settle(qtbot, window, runner)
+        assert runner.failures() == []
+        assert not panel.note.isVisible()  # nobody changed anything: no restore note
+        assert panel.counter.text() == f"Step {runner.index + 1} of {len(lesson.steps)}"
+        seen += 1
+        if runner.at_end:
+            break
+        qtbot.mouseClick(panel.next_button, Qt.MouseButton.LeftButton)
+    assert seen == len(lesson.steps)
+    assert panel.is_done(lesson.id)
+    qtbot.waitUntil(lambda: not window.timing_panel.runner.is_busy(), timeout=60_000)
+
+
+def test_lesson_2_plays_the_loop_to_s(qtbot, window, panel):
+    panel.start_lesson("02-loop-visits-every-pair", 0)
+    assert grid(window) == [[None] * 3] * 3
+    panel.next()  # play
+    qtbot.waitUntil(lambda: not window.stepper.is_playing(), timeout=15_000)
+    frame = window.stepper.frame()
+    assert frame.counter.startswith("cell 9 of 9")
+    assert grid(window) == S
+    panel.next()
+    assert grid(window) == S
+    assert "18 multiply-adds in 9 body visits" in window.stepper.stepper.summary()
+
+
+def test_lesson_6_batching_keeps_the_head_count(qtbot, window, panel):
+    panel.start_lesson("06-batching-the-heads", 0)
+    assert window.session.shape[1] == 2
+    assert window.stepper.frame().count == 1
+    while not panel.runner.at_end:
+        panel.next()
+    for strategy in ("loop", "matmul", "batched"):
+        window.set_strategy(strategy)
+        assert window.session.shape[1] == 2
+        assert "H=2" in window.shape_label.text()
+
+
+def test_lesson_4_predicting_right_then_next_reveals_q2_k4(qtbot, window, panel):
+    panel.start_lesson("04-predict-a-score", 0)
+    stepper_panel = window.stepper
+    qtbot.keyClicks(stepper_panel.answer_edit, "1")
+    qtbot.mouseClick(stepper_panel.check_button, Qt.MouseButton.LeftButton)
+    assert stepper_panel.frame().prediction.status == "right"
+    panel.next()
+    assert "query t2 · key t4" in stepper_panel.frame().prediction.text
+    qtbot.keyClicks(stepper_panel.answer_edit, "0")
+    qtbot.keyClick(stepper_panel.answer_edit, Qt.Key.Key_Return)
+    panel.next()
+    assert panel.runner.failures() == []
+    assert not panel.note.isVisible()  # answering is what the lesson asked for
+    assert stepper_panel.frame().prediction.status == "right"
+    assert grid(window)[1][1] == 1 and grid(window)[1][3] == 0
+
+
+def test_next_restores_the_lesson_after_the_user_changed_it(qtbot, window, panel):
+    panel.start_lesson("02-loop-visits-every-pair", 2)
+    assert grid(window) == S
+    window.session.set_cell("query", 0, 0, 5.0)  # the learner pokes at the numbers
+    window.set_strategy("batched")
+    assert grid(window) != S
+    panel.next()
+    assert panel.runner.index == 3
+    assert panel.note.isVisible() and panel.note.text() == RESTORED_NOTE
+    assert panel.runner.failures() == []
+    assert window.session.head_matrix("query")[0].tolist() == [1.0, 0.0]
+    assert window.session.options.strategy == "loop"
+    # the learner's edit is still on the undo stack
+    assert window.session.can_undo()
+
+
+def test_moving_the_stepper_is_not_a_change_to_restore(qtbot, window, panel):
+    panel.start_lesson("01-one-score", 0)
+    window.stepper.to_end()
+    window.session.set_option("head", 0)
+    panel.next()
+    assert not panel.note.isVisible()
+    assert panel.runner.failures() == []
+
+
+def test_back_shows_the_previous_step_as_the_lesson_set_it_up(qtbot, window, panel):
+    panel.start_lesson("07-batch-head-sequence", 0)
+    panel.next()
+    panel.next()
+    assert window.session.shape[:3] == (1, 2, 4)
+    panel.back()
+    assert panel.runner.index == 1
+    assert window.session.shape[:3] == (1, 1, 4)
+    assert panel.runner.failures() == []
+    panel.restart()
+    assert panel.runner.index == 0 and window.session.shape[:3] == (1, 1, 3)
+
+
+def test_keyboard_next_back_space_when_the_panel_has_focus(qtbot, window, panel):
+    panel.start_lesson("03-one-matmul", 0)
+    panel.lesson_list.setFocus()
+    qtbot.waitUntil(lambda: panel.lesson_list.hasFocus())
+    qtbot.keyClick(panel.lesson_list, Qt.Key.Key_Right)
+    assert panel.runner.index == 1
+    qtbot.keyClick(panel.text, Qt.Key.Key_Space)
+    assert panel.runner.index == 2
+    qtbot.keyClick(panel.next_button, Qt.Key.Key_Left)
+    assert panel.runner.index == 1
+    assert panel.counter.text() == "Step 2 of 4"
+
+
+def test_progress_is_remembered_across_windows(qtbot, window, panel):
+    panel.start_lesson("03-one-matmul", 0)
+    panel.next()
+    panel.next()
+    panel.start_lesson("01-one-score", 0)
+    while not panel.runner.at_end:
+        panel.next()
+    second_window = make_window(qtbot)
+    again = install(second_window)
+    assert again.saved_step("03-one-matmul") == 2
+    assert again.is_done("01-one-score")
+    texts = [again.lesson_list.item(n).text() for n in range(again.lesson_list.count())]
+    assert texts[0].endswith("✓")
+    assert "(step 3 of 4)" in texts[2]
+    assert again.current_lesson_id() == "01-one-score"
+    again.start_lesson("03-one-matmul")  # resumes where the learner left it
+    assert again.runner.index == 2
+    assert second_window.session.options.strategy == "matmul"
+
+
+def test_help_menu_shortcut_and_start_here(qtbot, window):
+    p = install(window)
+    assert not p.dock.isVisible()
+    assert p.menu_action in window.help_menu.actions()
+    assert p.menu_action.shortcut().toString() == SHORTCUT
+    assert p.start_button.isVisible()  # first launch
+    qtbot.mouseClick(p.start_button, Qt.MouseButton.LeftButton)
+    assert p.dock.isVisible()
+    assert p.runner is not None and p.runner.lesson.id == LESSONS[0].id
+    assert not p.start_button.isVisible()
+    assert settings().value("lessons/welcomed", False, type=bool)
+    p.dock.close()
+    p.menu_action.trigger()
+    assert p.dock.isVisible()
+    other = install(make_window(qtbot))
+    assert not other.start_button.isVisible()  # only on the first launch
+
+
+def test_dock_is_on_the_right_and_resizable(window, panel):
+    assert window.dockWidgetArea(panel.dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert panel.minimumWidth() < panel.dock.width() or panel.dock.width() >= panel.minimumWidth()
+    assert panel.dock.features() & panel.dock.DockWidgetFeature.DockWidgetMovable
+    assert panel.text.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
+
+
+def test_links_in_the_text_highlight_their_control(window, panel):
+    panel.start_lesson("07-batch-head-sequence", 0)
+    assert "control:heads" in panel.runner.step.text
+    panel.text.anchorClicked.emit(QUrl("control:heads"))
+    assert window.highlight_targets()["heads"].property("lessonHighlight")
+
+
+def test_registry_names_only_real_highlight_targets(window):
+    assert set(HIGHLIGHT_TARGETS) <= set(window.highlight_targets())
+
+
+def test_a_step_that_cannot_be_set_up_says_why(qtbot, window, panel):
+    from attn_explorer.lessons.engine import parse_lesson
+
+    bad = parse_lesson(
+        {
+            "title": "Bad",
+            "steps": [
+                {
+                    "text": "Jump to a cell that is not there.",
+                    "actions": [
+                        {"do": "load_preset", "name": "worked"},
+                        {"do": "stepper.seek_cell", "batch": 0, "head": 0, "i": 7, "j": 0},
+                    ],
+                }
+            ],
+        },
+        "bad",
+    )
+    panel.lessons.append(bad)
+    panel.start_lesson("bad", 0)
+    assert panel.note.isVisible()
+    assert "could not be set up" in panel.note.text() and "stepper.seek_cell" in panel.note.text()
+
+
+def _lightness(colour: QColor) -> float:
+    return colour.lightnessF()
+
+
+@pytest.mark.parametrize("dark", [False, True])
+def test_text_readable_in_light_and_dark(qtbot, window, panel, dark):
+    panel.start_lesson("07-batch-head-sequence", 0)
+    try:
+        palette.apply(dark)
+        qtbot.wait(1)
+        image = panel.text.viewport().grab().toImage()
+        base = panel.text.palette().color(panel.text.viewport().backgroundRole())
+        # the most contrasting pixel is the text: it must stand well apart from the background
+        contrast = max(
+            abs(QColor(image.pixel(x, y)).lightnessF() - _lightness(base))
+            for x in range(0, image.width(), 2)
+            for y in range(0, image.height(), 2)
+        )
+        assert contrast > 0.5
+        link = panel.text.document().toHtml()
+        assert link  # rendered again for the new palette without errors
+    finally:
+        palette.apply(False)
+
+
+def test_runner_is_qt_free_and_works_on_any_window_api():
+    """The runner only needs the public actions: a fake window records what it was asked."""
+
+    class FakeSession:
+        def __init__(self) -> None:
+            from attn_explorer.state import Session
+
+            self.real = Session()
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    calls: list[tuple] = []
+
+    class FakeWindow:
+        session = FakeSession()
+
+        def load_preset(self, name, **kwargs):
+            calls.append(("load_preset", name))
+
+        def set_strategy(self, name):
+            calls.append(("set_strategy", name))
+
+        def highlight(self, name, duration_ms=2500):
+            calls.append(("highlight", name))
+
+    first = ({"do": "load_preset", "name": "worked"}, {"do": "highlight", "target": "heads"})
+    lesson = Lesson(
+        "fake", "Fake", "", (Step("t", first), Step("t", ({"do": "set_strategy", "name": "loop"},)))
+    )
+    runner = LessonRunner(FakeWindow(), lesson)
+    runner.start()
+    runner.next()
+    assert ("load_preset", "worked") in calls and ("set_strategy", "loop") in calls
+    calls.clear()
+    runner.back()  # replays the setup, not the highlight... then runs step 1 fully
+    assert calls[0] == ("highlight", None)
+    assert ("load_preset", "worked") in calls
