@@ -41,15 +41,30 @@ class _TokenAxis(pg.AxisItem):
     """Token names at integer positions (cell centres) when they fit, else numbers."""
 
     def __init__(self, orientation: str) -> None:
+        self.tokens: list[str] = []  # before super(): the base class resizes while it builds
         super().__init__(orientation)
-        self.tokens: list[str] = []
 
     def set_tokens(self, tokens: list[str]) -> None:
         self.tokens = tokens
-        if 0 < len(tokens) <= MAX_TOKEN_TICKS:
-            self.setTicks([[(i + 0.5, t) for i, t in enumerate(tokens)]])
-        else:
+        self._update_ticks()
+
+    def _update_ticks(self) -> None:
+        """Label every token if they fit, else every k-th, else fall back to numbers."""
+        tokens = self.tokens
+        if not 0 < len(tokens) <= MAX_TOKEN_TICKS:
             self.setTicks(None)
+            return
+        vertical = self.orientation in ("left", "right")
+        length = self.geometry().height() if vertical else self.geometry().width()
+        longest = max(len(t) for t in tokens)
+        needed = 14 if vertical else 7 * longest + 8  # pixels one label needs
+        every = max(1, math.ceil(needed * len(tokens) / max(length, 1.0)))
+        self.setTicks([[(i + 0.5, t) for i, t in enumerate(tokens) if i % every == 0]])
+
+    def resizeEvent(self, event: object = None) -> None:
+        super().resizeEvent(event)
+        if self.tokens:
+            self._update_ticks()
 
 
 class ColourBar(pg.PlotItem):

@@ -316,10 +316,6 @@ def install(window: QMainWindow) -> LessonsPanel:
     the Help menu entry and ``panel.start_button`` the corner button.
     """
     panel = LessonsPanel(window)
-    # highlight() draws its frame with a style sheet, which a plain QWidget subclass (score
-    # grid, heatmaps, code panel, stepper...) only paints with a styled background.
-    for widget in window.highlight_targets().values():  # type: ignore[attr-defined]
-        widget.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
     dock = QDockWidget("Lessons", window)
     dock.setObjectName("lessons")
     dock.setWidget(panel)

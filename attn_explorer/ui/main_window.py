@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QProgressBar,
+    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -181,6 +182,9 @@ class MainWindow(QMainWindow):
             self.installEventFilter(self._first_paint)
         self.recompute(sync=True)
         self._update_title()
+        from attn_explorer.ui.lessons_panel import install
+
+        self.lessons = install(self)
 
     # -- construction ---------------------------------------------------------------------
     def _build_views(self) -> None:
@@ -288,24 +292,19 @@ class MainWindow(QMainWindow):
         self.timing_dock = self._dock(
             "Timing", QLabel("Loading charts…"), Qt.DockWidgetArea.BottomDockWidgetArea, "timing"
         )
-        self.stepper = None
-        try:
-            from attn_explorer.ui.stepper import StepperPanel
-        except ImportError:  # the stepper panel is optional while it is being built
-            StepperPanel = None  # type: ignore[assignment,misc]
-        if StepperPanel is not None:
-            self.stepper = StepperPanel(self.session)
-            self.stepper.frameChanged.connect(self.set_frame)
-            self.stepper_dock = self._dock(
-                "Step through the loops",
-                self.stepper,
-                Qt.DockWidgetArea.BottomDockWidgetArea,
-                "stepper",
-            )
-            self.tabifyDockWidget(self.timing_dock, self.stepper_dock)
-            self.stepper_dock.raise_()
-        self.resizeDocks([self.inputs_dock], [380], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.timing_dock], [300], Qt.Orientation.Vertical)
+        from attn_explorer.ui.stepper import StepperPanel
+
+        self.stepper = StepperPanel(self.session)
+        self.stepper.frameChanged.connect(self.set_frame)
+        scroll = QScrollArea()  # the panel scrolls rather than forcing a tall dock
+        scroll.setWidget(self.stepper)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.stepper_dock = self._dock(
+            "Step through the loops", scroll, Qt.DockWidgetArea.BottomDockWidgetArea, "stepper"
+        )
+        self.tabifyDockWidget(self.timing_dock, self.stepper_dock)
+        self.stepper_dock.raise_()
 
     def _action(
         self, menu: Any, text: str, slot: Any, shortcut: Any = None, tip: str = ""
@@ -511,8 +510,7 @@ class MainWindow(QMainWindow):
         return ok
 
     def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
-        if self.stepper is not None:
-            self.stepper.seek_cell(batch, head, i, j)
+        self.stepper.seek_cell(batch, head, i, j)
 
     def highlight_targets(self) -> dict[str, QWidget]:
         """The controls a lesson may point at, by name."""
@@ -536,7 +534,7 @@ class MainWindow(QMainWindow):
         }
         if self.stepper is not None:
             targets["stepper"] = self.stepper
-        return targets
+        return {name: widget for name, widget in targets.items() if widget is not None}
 
     def highlight(self, name: str | None, duration_ms: int = 2500) -> None:
         """Draw an orange frame around a named control for a moment (None clears)."""
@@ -546,10 +544,13 @@ class MainWindow(QMainWindow):
                 widget.setStyleSheet(widget.property("plainStyle") or "")
         if name is None:
             return
+        if name in ("heatmaps", "timing"):
+            self._build_plots()  # a lesson may point at them before the deferred build
         targets = self.highlight_targets()
         if name not in targets:
             raise KeyError(f"unknown highlight target {name!r}; one of {', '.join(targets)}")
         widget = targets[name]
+        widget.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)  # plain QWidgets too
         widget.setProperty("plainStyle", widget.styleSheet())
         widget.setProperty("lessonHighlight", True)
         cls = type(widget).__name__
@@ -586,14 +587,26 @@ class MainWindow(QMainWindow):
         star = "*" if self.session.dirty else ""
         self.setWindowTitle(f"{name}{star} — Attention Explorer {__version__}")
 
+    def _default_dock_sizes(self) -> None:
+        """First start: give the central views most of the height (docks stay resizable)."""
+        self.resizeDocks([self.inputs_dock], [380], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.stepper_dock], [270], Qt.Orientation.Vertical)
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if not self._state_restored and not getattr(self, "_docks_sized", False):
+            self._docks_sized = True
+            QTimer.singleShot(0, self._default_dock_sizes)
+
     def _restore_settings(self) -> None:
         s = settings()
         geometry = s.value("geometry")
         if geometry is not None:
             self.restoreGeometry(geometry)  # type: ignore[arg-type]
         state = s.value("window_state")
-        if state is not None:
+        self._state_restored = state is not None and bool(
             self.restoreState(state)  # type: ignore[arg-type]
+        )
         dark = s.value("dark", False, type=bool)
         if dark:
             palette.apply(True)

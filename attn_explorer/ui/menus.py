@@ -217,12 +217,17 @@ def build_menus(w: MainWindow) -> None:
     _add(w, timing, "Run loop &anyway", lambda: w.timing_panel.run_timing(True))
     _add(w, timing, "&Cancel", lambda: w.timing_panel.runner.cancel(), "Ctrl+.")
 
-    if w.stepper is not None:
-        step = bar.addMenu("&Step")
-        for attr in ("play_action", "step_action", "back_action", "start_action", "end_action"):
-            action = getattr(w.stepper, attr, None)
-            if isinstance(action, QAction):
-                step.addAction(action)
+    step = bar.addMenu("&Step")
+    stepper = w.stepper
+    for action in (
+        stepper.play_action,
+        stepper.step_action,
+        stepper.back_action,
+        stepper.start_action,
+        stepper.end_action,
+        stepper.stop_action,
+    ):
+        step.addAction(action)
 
     w.help_menu = bar.addMenu("&Help")
     _add(w, w.help_menu, "&Keyboard shortcuts", partial(_show_shortcuts, w), "F1")

@@ -99,7 +99,7 @@ class ScoreGridModel(QAbstractTableModel):
                 return ""
             if self.current == (r, c) and self.filled is not None and not self.filled[r, c]:
                 return "…"
-            return "−∞" if value == -np.inf else display_number(value)
+            return "−∞" if value == -np.inf else self.short_text(value)
         if role == Qt.ItemDataRole.BackgroundRole:
             if self._hidden(r, c) or (self.current == (r, c) and not self.filled[r, c]):  # type: ignore[index]
                 return QBrush(QColor(250, 250, 250))
@@ -112,13 +112,21 @@ class ScoreGridModel(QAbstractTableModel):
             return QBrush(QColor(0, 0, 0) if light or hidden else QColor(255, 255, 255))
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return int(Qt.AlignmentFlag.AlignCenter)
-        if role == Qt.ItemDataRole.FontRole and self.current == (r, c):
+        if role == Qt.ItemDataRole.FontRole:
             font = QFont()
-            font.setBold(True)
+            if self.values.shape[0] > 8:
+                font.setPointSizeF(font.pointSizeF() * 0.85)
+            font.setBold(self.current == (r, c))
             return font
         if role == Qt.ItemDataRole.ToolTipRole:
             return self.working(r, c)
         return None
+
+    def short_text(self, value: float) -> str:
+        """Few enough digits to fit a cell of a 16×16 grid (the tooltip has them all)."""
+        if self.stage == "weights":
+            return f"{value:.2f}"
+        return display_number(value) if self.values.shape[0] <= 4 else f"{value:.3g}"
 
     def working(self, r: int, c: int) -> str:
         """The hover text: q_i, k_j, the products per dimension and their sum."""
@@ -184,8 +192,12 @@ class ScoreGrid(QWidget):
         self.table.setModel(self.model)
         self.table.setItemDelegate(_OutlineDelegate(self.table))
         self.table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
+        # Cells stretch to fill the view but never shrink below readable numbers:
+        # a 16×16 grid scrolls rather than eliding "0.…".
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setMinimumSectionSize(52)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setMinimumSectionSize(24)
         self.table.setMouseTracking(True)
         self.table.clicked.connect(lambda idx: self.cellClicked.emit(idx.row(), idx.column()))
         self.table.setToolTip("Hover a cell for its working; click it to step the loop to it.")

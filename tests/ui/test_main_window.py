@@ -194,7 +194,7 @@ def test_causal_toggle_hides_upper_triangle(window):
     window.options_bar.causal.setChecked(True)
     weights = window.result.weights[0, 0]
     assert np.all(np.triu(weights, 1) == 0)
-    assert window.score_grid.text_grid()[0][1] == "0"
+    assert window.score_grid.text_grid()[0][1] == "0.00"
 
 
 def test_table_models_pass_qtmodeltester(qtmodeltester, window):
