@@ -122,7 +122,7 @@ def _model_export(args: argparse.Namespace) -> list[Path]:
             )
         )
     except (ValueError, OSError) as exc:
-        raise ExportCommandError(f"--model {args.model}: {exc}") from None
+        raise ExportCommandError(f"--model: {exc}") from None
 
 
 def _export(argv: Sequence[str]) -> list[Path]:

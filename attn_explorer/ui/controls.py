@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
     QComboBox,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
@@ -106,11 +107,10 @@ class OptionsBar(QWidget):
         self.batch.setToolTip("Which batch entry (separate input, e.g. sentence) is shown")
         self.head = QComboBox()
         self.head.setToolTip("Which head's Q and K the tables show (the head dimension)")
+        self.stage_label = QLabel("stage")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(QLabel("stage"))
-        layout.addWidget(self.stage)
-        for w in (self.scale, self.causal, self.shared, self.batch, self.head):
+        for w in self.widgets():
             layout.addWidget(w)
         self.stage.currentIndexChanged.connect(
             lambda: session.set_option("stage", self.stage.currentData())
@@ -123,6 +123,18 @@ class OptionsBar(QWidget):
         session.events.options.connect(lambda name: self.set_from_state())
         session.events.shape.connect(self.set_from_state)
         self.set_from_state()
+
+    def widgets(self) -> list[QWidget]:
+        """The controls in display order (the window puts them in its toolbar)."""
+        return [
+            self.stage_label,
+            self.stage,
+            self.scale,
+            self.causal,
+            self.shared,
+            self.batch,
+            self.head,
+        ]
 
     def set_from_state(self) -> None:
         o = self.session.options
@@ -157,7 +169,7 @@ class SizeControls(QWidget):
         super().__init__(parent)
         self.session = session
         self.spins: dict[str, QSpinBox] = {}
-        form = QHBoxLayout(self)
+        form = QGridLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         limits = {
             "B": LIMITS.max_batch,
@@ -171,14 +183,14 @@ class SizeControls(QWidget):
             "T": "number of tokens (sequence length): rows of Q, K, V",
             "d": "vector size per head: columns of Q and K",
         }
-        for label, limit in limits.items():
+        for n, (label, limit) in enumerate(limits.items()):
             spin = QSpinBox()
             spin.setRange(1, limit)
             spin.setPrefix(f"{label}=")
             spin.setToolTip(tips[label] + f" (1 to {limit}); press Enter to apply")
             spin.setKeyboardTracking(False)
             spin.editingFinished.connect(self.apply)
-            form.addWidget(spin)
+            form.addWidget(spin, 0, n)
             self.spins[label] = spin
         self.fill = QComboBox()
         self.fill.addItem("new cells 0", "zero")
@@ -187,11 +199,11 @@ class SizeControls(QWidget):
         self.fill.currentIndexChanged.connect(
             lambda: session.set_option("fill", self.fill.currentData())
         )
-        form.addWidget(self.fill)
+        form.addWidget(self.fill, 1, 0, 1, 2)
         self.apply_button = QPushButton("Apply")
         self.apply_button.setToolTip("Resize Q, K and V to these B, H, T, d (undoable)")
         self.apply_button.clicked.connect(self.apply)
-        form.addWidget(self.apply_button)
+        form.addWidget(self.apply_button, 1, 2, 1, 2)
         session.events.shape.connect(self.set_from_state)
         session.events.options.connect(lambda name: self.set_from_state())
         self.set_from_state()
@@ -230,7 +242,8 @@ class CodePanel(QWidget):
         font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         font.setStyleHint(QFont.StyleHint.Monospace)
         self.code.setFont(font)
-        self.code.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        # Wrapped, so the shape comments stay visible in a narrow column.
+        self.code.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
         self.code.setToolTip(
             "The core lines of the selected strategy, as the compute layer runs them"
         )

@@ -20,7 +20,8 @@ from attn_explorer.compute import AttentionResult
 from attn_explorer.state import Session
 from attn_explorer.state.stepper import Frame
 
-pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
+# Dark text on the white plot background: titles and axes must read well.
+pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, foreground=(40, 40, 40))
 
 #: Most image pixels per axis a head is drawn with; larger grids are decimated.
 MAX_PIXELS = 256

@@ -9,6 +9,7 @@ big ones compute in a worker and the newest edit wins.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,6 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
-    QHBoxLayout,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 from attn_explorer import __version__
 from attn_explorer.compute import STRATEGIES, AttentionResult, attention, attention_scores
 from attn_explorer.compute.timing import estimate_loop_seconds
-from attn_explorer.state import Session
+from attn_explorer.state import Session, Snapshot
 from attn_explorer.state.stepper import Frame
 from attn_explorer.ui import palette
 from attn_explorer.ui.controls import (
@@ -221,19 +221,15 @@ class MainWindow(QMainWindow):
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(4, 4, 4, 4)
-        top = QWidget()
-        top_layout = QVBoxLayout(top)
-        top_layout.setContentsMargins(0, 0, 0, 0)
-        row = QWidget()
-        row_layout = QHBoxLayout(row)
-        row_layout.setContentsMargins(0, 0, 0, 0)
-        row_layout.addWidget(QLabel("strategy"))
-        row_layout.addWidget(self.strategy_toggle)
-        row_layout.addSpacing(12)
-        row_layout.addWidget(self.options_bar)
-        row_layout.addStretch(1)
-        top_layout.addWidget(row)
-        layout.addWidget(top)
+        toolbar = self.addToolBar("View options")
+        toolbar.setObjectName("view-options")
+        toolbar.setMovable(False)
+        toolbar.addWidget(QLabel("strategy "))
+        toolbar.addWidget(self.strategy_toggle)
+        toolbar.addSeparator()
+        for widget in self.options_bar.widgets():  # the toolbar folds them away when narrow
+            toolbar.addWidget(widget)
+        self.options_bar.hide()
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self.splitter = splitter
@@ -509,6 +505,43 @@ class MainWindow(QMainWindow):
             )
         return ok
 
+    def open_model_view(self) -> Any:
+        """Show the Model dock (real BERT-family attention), creating it on first use."""
+        if getattr(self, "model_view", None) is None:
+            from attn_explorer.ui.model_view import ModelView
+
+            self.model_view = ModelView()
+            self.model_view.headTaken.connect(self.take_model_head)
+            self.model_dock = self._dock(
+                "Model", self.model_view, Qt.DockWidgetArea.RightDockWidgetArea, "model"
+            )
+        self.model_dock.show()
+        self.model_dock.raise_()
+        return self.model_view
+
+    def take_model_head(self, head: dict[str, Any]) -> bool:
+        """Load one real head's Q, K, V (each (T, d_head)) into the tables; undoable."""
+        tokens = [str(t) for t in head["tokens"]]
+        q, k, v = (
+            np.asarray(head[m], dtype=np.float64)[None, None] for m in ("query", "key", "value")
+        )
+        snapshot = Snapshot(tuple(tokens), q, k, v)
+        options = replace(
+            self.session.options, head=0, batch_index=0, scale=True, stage="weights", step=-1
+        )
+        title = (
+            f"{head.get('model_name', 'model')} layer {head['layer'] + 1} head {head['head'] + 1}"
+        )
+        if not self.session.load(snapshot, options, f"take {title}"):
+            return False
+        self.session.name = title.replace(" ", "-")
+        self.statusBar().showMessage(
+            f"Loaded {title}: {len(tokens)} tokens, d = {q.shape[-1]}. Every explorer feature "
+            "now works on this real head.",
+            8000,
+        )
+        return True
+
     def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
         self.stepper.seek_cell(batch, head, i, j)
 
@@ -629,4 +662,6 @@ class MainWindow(QMainWindow):
             self.timing_panel.runner.cancel(quiet=True)
         self.save_settings()
         menus.write_autosave(self, final=True)
+        if getattr(self, "model_view", None) is not None:
+            self.model_view.shutdown()
         event.accept()

@@ -229,6 +229,23 @@ def build_menus(w: MainWindow) -> None:
     ):
         step.addAction(action)
 
+    model = bar.addMenu("&Model")
+    _add(
+        w,
+        model,
+        "Show &model view",
+        w.open_model_view,
+        "Ctrl+M",
+        "Real attention of a BERT-family model, computed offline with numpy",
+    )
+    _add(
+        w,
+        model,
+        "&Open model folder…",
+        lambda: w.open_model_view()._on_open_clicked(),
+        tip="A Hugging Face-layout folder: config.json, model.safetensors, vocab.txt",
+    )
+
     w.help_menu = bar.addMenu("&Help")
     _add(w, w.help_menu, "&Keyboard shortcuts", partial(_show_shortcuts, w), "F1")
     _add(w, w.help_menu, "&About Attention Explorer", w.about)

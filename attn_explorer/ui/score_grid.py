@@ -114,7 +114,7 @@ class ScoreGridModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignCenter)
         if role == Qt.ItemDataRole.FontRole:
             font = QFont()
-            if self.values.shape[0] > 8:
+            if self.values.shape[0] > 6:
                 font.setPointSizeF(font.pointSizeF() * 0.85)
             font.setBold(self.current == (r, c))
             return font
@@ -195,7 +195,7 @@ class ScoreGrid(QWidget):
         # Cells stretch to fill the view but never shrink below readable numbers:
         # a 16×16 grid scrolls rather than eliding "0.…".
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.horizontalHeader().setMinimumSectionSize(52)
+        self.table.horizontalHeader().setMinimumSectionSize(46)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setMinimumSectionSize(24)
         self.table.setMouseTracking(True)
