@@ -14,15 +14,14 @@ ever stored.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, fields, replace
-from typing import Any
 
 import numpy as np
 
-from attn_explorer.compute import LoopStep, LoopTrace, TimingResult, call_counts, strategy_source
+from attn_explorer.compute import LoopStep, LoopTrace
 from attn_explorer.state.events import Event
 from attn_explorer.state.session import Session, format_number, parse_number
+from attn_explorer.state.stepper_text import describe, summary_text
 
 #: Predict mode: an answer within this fraction of max(1, |value|) counts as right,
 #: so "0.33" is right for 1/3 and "2" is wrong for 2.5.
@@ -104,87 +103,6 @@ class Frame:
         )
 
     __hash__ = None  # type: ignore[assignment]
-
-
-@functools.cache
-def _code_line(strategy: str, needle: str) -> int:
-    # cached: reading the source with inspect costs more than a whole step
-    lines = strategy_source(strategy).splitlines()
-    return next(n for n, line in enumerate(lines) if needle in line)
-
-
-def code_lines(frame: Frame | None) -> tuple[int | None, int | None]:
-    """Lines of ``strategy_source(frame.strategy)`` to highlight: (just ran, also finished).
-
-    During multiply-add steps the loop's innermost ``total += ...`` line ran; when
-    that step completes a cell, ``scores[i][j] = total`` is the second line. At
-    coarser loop granularities each step ends on the store line. Matmul and
-    batched highlight their matmul line.
-    """
-    if frame is None or frame.index < 0:
-        return None, None
-    if frame.strategy == "matmul":
-        return _code_line("matmul", " @ "), None
-    if frame.strategy == "batched":
-        return _code_line("batched", "np.matmul"), None
-    store = _code_line("loop", "scores[i][j] = total")
-    if frame.granularity == "multiply-add":
-        complete = frame.step is not None and frame.step.cell_complete
-        return _code_line("loop", "total +="), store if complete else None
-    return store, None
-
-
-def frame_locals(frame: Frame | None) -> list[tuple[str, str]]:
-    """The loop variables at this frame, like a debugger's locals: [(name, value), ...]."""
-    if frame is None or frame.index < 0:
-        return []
-    step = frame.step
-    if frame.strategy == "loop" and step is not None:
-        return [
-            ("b", str(step.batch)),
-            ("h", str(step.head)),
-            ("i", str(step.i)),
-            ("j", str(step.j)),
-            ("d", str(step.d)),
-            ("Q[i][d]", format_number(step.q_value)),
-            ("K[j][d]", format_number(step.k_value)),
-            ("total", format_number(step.partial_sum)),
-        ]
-    b, h, t_q, t_k = frame.filled.shape
-    if frame.strategy == "matmul":
-        return [
-            ("b", str(frame.batch)),
-            ("h", str(frame.head)),
-            ("scores[b, h]", f"{t_q}×{t_k} filled"),
-        ]
-    return [("scores", f"({b}, {h}, {t_q}, {t_k}) filled")]
-
-
-def summary_text(query_shape: tuple[int, ...], key_shape: tuple[int, ...]) -> str:
-    """How each strategy divides the same work, e.g.
-    ``loop: 18 multiply-adds in 9 body visits · matmul: 1 call per head · batched: 1 call``."""
-    counts = call_counts(query_shape, key_shape)
-    calls = query_shape[0] * query_shape[1]
-    matmul = "1 call per head" + (f" ({calls:,} calls)" if calls != 1 else "")
-    return f"loop: {counts['loop']} · matmul: {matmul} · batched: 1 call"
-
-
-def format_seconds(seconds: float) -> str:
-    """``12.3 µs``, ``4.56 ms`` or ``1.23 s``."""
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.3g} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds:.3g} s"
-
-
-def timing_text(results: dict[str, TimingResult]) -> str:
-    """``measured: loop 9.1 µs · matmul 1.2 µs · batched 2 µs`` (``≈`` marks an estimate)."""
-    parts = [
-        f"{name} {'≈' if r.estimated else ''}{format_seconds(r.median)}"
-        for name, r in results.items()
-    ]
-    return "measured per call: " + " · ".join(parts)
 
 
 class Stepper:
@@ -504,54 +422,9 @@ class Stepper:
 
     def _build_frame(self) -> Frame:
         trace, cursor, index, count = self._trace, self._cursor, self.index, self.count
-        batches, heads, t_q, t_k, d = trace.shape
-        fields_: dict[str, Any] = {}
-        if cursor >= 0 and self.strategy == "loop":
-            step = trace.step(cursor)
-            where = f"head {step.head + 1} of {heads}"
-            if batches > 1:
-                where += f" · batch {step.batch + 1} of {batches}"
-            pair = f"({self._token(step.i)}, {self._token(step.j)})"
-            granularity = self.granularity
-            what = {
-                "multiply-add": f"multiply-add {index + 1} of {count} · cell {pair}",
-                "cell": f"cell {index + 1} of {count} · {pair}",
-                "row": f"row {index + 1} of {count} · query {self._token(step.i)}",
-                "head": f"head {index + 1} of {count} · {t_q * t_k * d:,} multiply-adds",
-            }[granularity]
-            counter = what if granularity == "head" else f"{what} · {where}"
-            fields_ = {
-                "step": step,
-                "cell": (step.batch, step.head, step.i, step.j),
-                "head": step.head,
-                "batch": step.batch,
-                "working": trace.working(cursor),
-            }
-        elif cursor >= 0 and self.strategy == "matmul":
-            batch, head = divmod(index, heads)
-            per_head = f"head {head + 1} of {heads}"
-            if batches > 1:
-                per_head += f" · batch {batch + 1} of {batches}"
-            counter = f"matmul call {index + 1} of {count} · {per_head} · 1 matmul call per head"
-            fields_ = {
-                "head": head,
-                "batch": batch,
-                "working": f"S[head {head + 1}] = Q Kᵀ: ({t_q}×{d}) @ ({d}×{t_k}) → {t_q}×{t_k}",
-            }
-        elif cursor >= 0:
-            n = batches * heads
-            counter = f"batched call 1 of 1 · all {n} head{'s' if n != 1 else ''} in one call"
-            fields_ = {
-                "working": (
-                    f"S = Q Kᵀ, every head: ({batches}, {heads}, {t_q}, {d}) @ "
-                    f"({batches}, {heads}, {d}, {t_k}) → ({batches}, {heads}, {t_q}, {t_k})"
-                )
-            }
-        else:
-            unit = {"all": "batched call", "head": "head"}.get(self.granularity, self.granularity)
-            if self.strategy == "matmul":
-                unit = "matmul call"
-            counter = f"{unit} 0 of {count} · nothing computed yet"
+        counter, fields_ = describe(
+            trace, self.strategy, self.granularity, cursor, index, count, self._token
+        )
         if self.needs_answer:
             counter += " · predict the next cell"
         return Frame(

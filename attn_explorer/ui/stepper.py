@@ -13,18 +13,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import numpy as np
-from PySide6.QtCore import QSignalBlocker, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
-    QColor,
     QFont,
     QFontDatabase,
     QKeySequence,
-    QPainter,
-    QPaintEvent,
-    QTextCursor,
-    QTextFormat,
 )
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -33,32 +27,29 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QPlainTextEdit,
     QPushButton,
-    QSizePolicy,
     QSlider,
     QStyle,
-    QTextEdit,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from attn_explorer.compute import GRANULARITIES, STRATEGIES, strategy_source, time_strategies
+from attn_explorer.compute import GRANULARITIES, STRATEGIES
 from attn_explorer.state import Session
-from attn_explorer.state.stepper import (
-    Frame,
-    Stepper,
-    code_lines,
-    frame_locals,
-    timing_text,
+from attn_explorer.state.stepper import Frame, Stepper
+from attn_explorer.state.stepper_text import code_lines, frame_locals
+from attn_explorer.ui.stepper_widgets import (
+    CodeView,
+    Readout,
+    StrategySummary,
+    abbreviate_sum,
+    save_widget_png,
 )
-from attn_explorer.ui.workers import LatestRunner
 
 MAX_RATE = 60  # steps per second at the slider's right end
 DEFAULT_RATE = 4
 SLIDER_STEPS = 100_000  # the scrub slider's resolution for runs longer than this
-TIMING_MAX_MACS = 50_000_000  # above this, matmul timing alone would take a while: skip
 RIGHT_COLOUR = "#1a7f37"
 WRONG_COLOUR = "#b3261e"
 STRATEGY_NAMES = {
@@ -66,69 +57,6 @@ STRATEGY_NAMES = {
     "matmul": "matmul (one call per head)",
     "batched": "batched (one call for all heads)",
 }
-
-
-def abbreviate_sum(text: str, keep_first: int = 3, keep_last: int = 2) -> str:
-    """Shorten a long written-out sum: ``a·b + c·d + … (9 more) … + y·z = 3``.
-
-    The working of a d = 64 dot product would fill the panel; the full text stays
-    in the tooltip.
-    """
-    terms = text.split(" + ")
-    if len(terms) <= keep_first + keep_last + 1:
-        return text
-    hidden = len(terms) - keep_first - keep_last
-    return " + ".join([*terms[:keep_first], f"… ({hidden} more) …", *terms[-keep_last:]])
-
-
-class Readout(QWidget):
-    """Text that changes on every step: it repaints itself and never asks for a new layout.
-
-    A QLabel asks its window to lay out again on every ``setText``; at 60 steps/s
-    that relayout, not the painting, is what costs. A Readout has a fixed height
-    of ``lines`` lines, wraps words within it and shows the full text as tooltip.
-    """
-
-    def __init__(self, lines: int = 1, font: QFont | None = None, parent: QWidget | None = None):
-        super().__init__(parent)
-        if font is not None:
-            self.setFont(font)
-        self._text = ""
-        self.setFixedHeight(lines * self.fontMetrics().lineSpacing() + 4)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.setMinimumWidth(0)
-
-    def text(self) -> str:
-        return self._text
-
-    def setText(self, text: str) -> None:  # the QLabel name, so it reads alike
-        if text != self._text:
-            self._text = text
-            self.update()
-
-    def sizeHint(self) -> QSize:
-        return QSize(self.fontMetrics().horizontalAdvance(self._text) + 4, self.height())
-
-    def fits(self) -> bool:
-        """True when the whole text is visible (for tests: nothing clipped)."""
-        needed = self.fontMetrics().boundingRect(
-            self.contentsRect().adjusted(2, 2, -2, -2), _WRAP, self._text
-        )
-        return needed.height() <= self.contentsRect().height() - 2
-
-    def paintEvent(self, event: QPaintEvent) -> None:
-        painter = QPainter(self)
-        painter.setPen(self.palette().color(self.foregroundRole()))
-        painter.drawText(self.contentsRect().adjusted(2, 2, -2, -2), _WRAP, self._text)
-
-
-_WRAP = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap)
-
-
-def save_widget_png(widget: QWidget, path: str) -> None:
-    """Grab ``widget`` as it is on screen and write it to ``path`` as PNG (OSError on failure)."""
-    if not widget.grab().save(path, "PNG"):
-        raise OSError(f"could not write the PNG image {path!r}")
 
 
 class StepperPanel(QWidget):
@@ -156,20 +84,11 @@ class StepperPanel(QWidget):
         self.export_frame_callback: Callable[[], None] = self.export_frame_default
         self._playing = False
         self._resume_after_answer = False
-        self._measure_times = measure_times
-        self._shown_code: tuple[str, int | None, int | None] | None = None
-        self._timing_key: tuple[object, ...] | None = None
 
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._timer.timeout.connect(self._on_tick)
-        self._timing_delay = QTimer(self)  # debounce: time once the shape stops changing
-        self._timing_delay.setSingleShot(True)
-        self._timing_delay.setInterval(300)
-        self._timing_delay.timeout.connect(self._start_timing)
-        self._timing = LatestRunner(self)
-        self._timing.finished.connect(self._on_timing_finished)
-        self._timing.failed.connect(self._on_timing_failed)
+        self.summary = StrategySummary(measure_times=measure_times)
 
         self._build_actions()
         self._build_widgets()
@@ -299,24 +218,15 @@ class StepperPanel(QWidget):
         self.predict_label.setMinimumHeight(2 * self.predict_label.fontMetrics().lineSpacing())
         self.predict_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
 
-        self.code_view = QPlainTextEdit()
-        self.code_view.setReadOnly(True)
-        self.code_view.setFont(mono)
-        self.code_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.code_view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        self.code_view.setToolTip("The code the compute layer runs; the highlighted line just ran")
+        self.code_view = CodeView(mono)
         self.locals_label = Readout(lines=2, font=mono)
         self.locals_label.setToolTip("The loop variables after the step, like a debugger's locals")
 
         bottom = QHBoxLayout()
         text_box = QVBoxLayout()
-        self.summary_label = QLabel()
-        self.summary_label.setWordWrap(True)
-        self.timing_label = QLabel()
-        self.timing_label.setWordWrap(True)
-        self.timing_label.setStyleSheet("color: palette(placeholder-text)")
-        text_box.addWidget(self.summary_label)
-        text_box.addWidget(self.timing_label)
+        self.summary_label = self.summary.summary_label
+        self.timing_label = self.summary.timing_label
+        text_box.addWidget(self.summary)
         bottom.addLayout(text_box, 1)
         self.export_button = QPushButton("Export frame as PNG…")
         self.export_button.setToolTip("Save the window as it looks now, highlights included")
@@ -412,8 +322,7 @@ class StepperPanel(QWidget):
     def shutdown(self) -> None:
         """Stop the timer and any timing in the background (call before the window closes)."""
         self.pause()
-        self._timing_delay.stop()
-        self._timing.cancel(quiet=True)
+        self.summary.shutdown()
 
     def export_frame_default(self) -> None:
         """Ask for a file name and save the panel's window as PNG."""
@@ -506,7 +415,7 @@ class StepperPanel(QWidget):
         self.step_action.setEnabled(not stepper.at_end or frame is None)
         self.end_action.setEnabled(not stepper.at_end or frame is None)
         self.stop_action.setEnabled(frame is not None)
-        self._update_summary()
+        self.summary.set_trace(stepper.trace, self.session.options.dtype)
         self.frameChanged.emit(frame)
 
     def set_choices(self, strategy: str, granularity: str, predict: bool) -> None:
@@ -571,78 +480,11 @@ class StepperPanel(QWidget):
 
     def set_code(self, frame: Frame | None) -> None:
         """Show the strategy's source with the line that just ran highlighted."""
-        strategy = self.session.options.strategy
-        ran, also = code_lines(frame)
-        if self._shown_code == (strategy, ran, also):
-            return
-        if self._shown_code is None or self._shown_code[0] != strategy:
-            self.code_view.setPlainText(strategy_source(strategy))
-            # tall enough for the longest strategy and a horizontal scroll bar, so the panel
-            # keeps its size when the strategy changes
-            lines = max(strategy_source(name).count("\n") + 1 for name in STRATEGIES)
-            height = self.code_view.fontMetrics().lineSpacing() * (lines + 1)
-            scroll = self.code_view.horizontalScrollBar().sizeHint().height()
-            self.code_view.setFixedHeight(height + 2 * self.code_view.frameWidth() + scroll)
-        self._shown_code = (strategy, ran, also)
-        selections = []
-        for line, colour in ((ran, QColor(255, 214, 10, 150)), (also, QColor(52, 199, 89, 90))):
-            if line is None:
-                continue
-            selection = QTextEdit.ExtraSelection()
-            selection.format.setBackground(colour)
-            selection.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
-            cursor = QTextCursor(self.code_view.document().findBlockByNumber(line))
-            selection.cursor = cursor
-            selections.append(selection)
-        self.code_view.setExtraSelections(selections)
-        if ran is not None:
-            self.code_view.setTextCursor(
-                QTextCursor(self.code_view.document().findBlockByNumber(ran))
-            )
-            self.code_view.ensureCursorVisible()
+        self.code_view.set_code(self.session.options.strategy, *code_lines(frame))
 
     def highlighted_lines(self) -> list[str]:
         """Text of the highlighted code lines, the line that just ran first (for tests)."""
-        return [s.cursor.block().text() for s in self.code_view.extraSelections()]
-
-    # -- summary and measured times ----------------------------------------------------------
-    def _update_summary(self) -> None:
-        trace = self.stepper.trace
-        key = (trace.query.shape, trace.key.shape, self.session.options.dtype)
-        if key == self._timing_key:
-            return
-        self._timing_key = key
-        self.summary_label.setText(self.stepper.summary())
-        if not self._measure_times:
-            self.timing_label.setText("")
-        elif len(trace) > TIMING_MAX_MACS:
-            self.timing_label.setText("measured times: see the timing panel for shapes this big")
-        else:
-            self.timing_label.setText("measuring…")
-            self._timing_delay.start()
-
-    def _start_timing(self) -> None:
-        trace = self.stepper.trace
-        query, key = np.array(trace.query), np.array(trace.key)  # the worker owns its copies
-
-        def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> object:
-            return time_strategies(
-                query,
-                key,
-                repeats=3,
-                min_seconds=0.005,
-                loop_budget=0.25,
-                progress=progress,
-                should_stop=should_stop,
-            )
-
-        self._timing.submit(job)
-
-    def _on_timing_finished(self, results: object) -> None:
-        self.timing_label.setText(timing_text(results))  # type: ignore[arg-type]
-
-    def _on_timing_failed(self, message: str) -> None:
-        self.timing_label.setText(f"timing failed: {message}")
+        return self.code_view.highlighted_lines()
 
 
 def _forget(stepper: Stepper, callback: Callable, *_: object) -> None:

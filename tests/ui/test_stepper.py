@@ -8,7 +8,8 @@ from PySide6.QtWidgets import QToolButton
 
 from attn_explorer.compute import LoopTrace
 from attn_explorer.state import Session, preset
-from attn_explorer.ui.stepper import StepperPanel, save_widget_png
+from attn_explorer.ui.stepper import StepperPanel
+from attn_explorer.ui.stepper_widgets import save_widget_png
 
 
 @pytest.fixture
