@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-#: Bytes of one block of score rows: half of a 1 MB L2, leaving room for the
+#: Bytes of one block of score rows: half of a 1 MB L2 per core, leaving room for the
 #: block's mask and for the next block's input being fetched.
-BLOCK_BYTES = 256 * 1024
+BLOCK_BYTES = 512 * 1024
 
 #: Below this many score entries one thread is faster than handing work over.
 THREADED_MIN_ELEMENTS = 1 << 20
