@@ -350,6 +350,8 @@ class MainWindow(QMainWindow):
         self.schedule()
 
     def _on_option_changed(self, name: str) -> None:
+        if name == "step":
+            return  # the stepper's position: the stepper's frame does the showing
         if name in ("strategy", "scale", "causal", "dtype", "all"):
             self.schedule()
         elif name in (
@@ -662,6 +664,7 @@ class MainWindow(QMainWindow):
             self.timing_panel.runner.cancel(quiet=True)
         self.save_settings()
         menus.write_autosave(self, final=True)
+        self.stepper.shutdown()
         if getattr(self, "model_view", None) is not None:
             self.model_view.shutdown()
         event.accept()
