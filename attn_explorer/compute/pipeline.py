@@ -43,9 +43,13 @@ def attention_scores(query: object, key: object, strategy: str = "batched") -> n
             f"strategy: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}."
         )
     q, k = check_pair(query, key)
-    lead = q.shape[:-2]
-    scores = STRATEGY_FUNCTIONS[strategy](to_4d(q), to_4d(k))
-    return scores.reshape(*lead, q.shape[-2], k.shape[-2])
+    return _scores(q, k, strategy)
+
+
+def _scores(q: np.ndarray, k: np.ndarray, strategy: str) -> np.ndarray:
+    """Q Kᵀ of already validated arrays, shaped like the inputs' leading dims."""
+    scores = STRATEGY_FUNCTIONS[strategy](to_4d(q), to_4d(k))  # (B, H, T_q, T_k)
+    return scores.reshape(*q.shape[:-2], q.shape[-2], k.shape[-2])  # (…, T_q, T_k)
 
 
 def causal_keep(t_q: int, t_k: int) -> np.ndarray:
@@ -164,7 +168,7 @@ def attention(
     t_q, t_k = q.shape[-2], k.shape[-2]
     factor = _scale_factor(scale, q.shape[-1])
     keep = _combine_keep(t_q, t_k, causal, mask, (*q.shape[:-1], t_k))  # checked before work
-    scores = attention_scores(q, k, strategy)  # (…, T_q, T_k)
+    scores = _scores(q, k, strategy)  # (…, T_q, T_k); q and k are checked once, above
     weights, fully = softmax_rows(scores, factor=factor, keep=keep)  # (…, T_q, T_k)
     output = None if v is None else np.matmul(weights, v)  # (…,T_q,T_k) @ (…,T_k,d_v)
     return AttentionResult(

@@ -79,6 +79,10 @@ class _Softmax:
         self.out = out.reshape(heads, t_q, t_k)  # (B·H, T_q, T_k)
         self.factor = x.dtype.type(factor)  # a float64 scalar would upcast every block
         self.minus_inf = x.dtype.type(-np.inf)
+        # A row whose exps, shifted by the block max, sum below e^-20 (float32) has its
+        # max 20+ e-folds under the block's: redo it, so every weight within 60 e-folds
+        # of its row's largest stays a normal float (float32 underflows at e^-87).
+        self.far_below = x.dtype.type(np.exp(-20.0 if x.dtype == np.float32 else -200.0))
         # keep is either one (T_q, T_k) grid for every head, or broadcast per head.
         self.keep_grid: np.ndarray | None = None
         self.keep_heads: np.ndarray | None = None
@@ -98,30 +102,61 @@ class _Softmax:
             return self.keep_heads[(*index, slice(r0, r1))]  # (heads, rows, T_k): block-sized
         return None
 
+    def _scaled_masked(self, block: Block, blk: np.ndarray) -> None:
+        """Write ``x * factor`` of the block into ``blk``, −inf where a key is hidden."""
+        h0, h1, r0, r1 = block
+        src = self.x[h0:h1, r0:r1]  # (heads, rows, T_k)
+        if self.factor == 1:
+            np.copyto(blk, src)
+        else:
+            np.multiply(src, self.factor, out=blk)
+        visible = self._visible(block)
+        if visible is not None:
+            np.copyto(blk, self.minus_inf, where=~visible)
+
     def run(self, blocks: list[Block]) -> None:
         for block in blocks:
             h0, h1, r0, r1 = block
-            src = self.x[h0:h1, r0:r1]  # (heads, rows, T_k)
             blk = self.out[h0:h1, r0:r1]  # (heads, rows, T_k) view into the output
-            if self.factor == 1:
-                np.copyto(blk, src)
-            else:
-                np.multiply(src, self.factor, out=blk)
-            visible = self._visible(block)
-            if visible is not None:
-                np.copyto(blk, self.minus_inf, where=~visible)
-            row_max = blk.max(axis=-1, keepdims=True)  # (heads, rows, 1)
-            dead = np.isneginf(row_max)  # every key of the row is hidden
-            any_dead = bool(dead.any())
-            if any_dead:
-                row_max[dead] = 0
-            np.subtract(blk, row_max, out=blk)
+            self._scaled_masked(block, blk)
+            # Any shift c gives the same softmax, exp(x − c) / Σ exp(x − c). One c for
+            # the whole block (its max) makes the subtraction a scalar one, about 3×
+            # faster than a per-row max; rows whose own max lies far below c would
+            # lose precision to underflow, so those few are redone with their own max.
+            shift = blk.max()
+            if shift == self.minus_inf:  # every key hidden for every row of the block
+                blk[...] = 0
+                self.fully[h0:h1, r0:r1] = True
+                continue
+            np.subtract(blk, shift, out=blk)
             np.exp(blk, out=blk)
-            row_sum = blk.sum(axis=-1, keepdims=True)  # (heads, rows, 1), ≥ 1 where alive
-            if any_dead:
-                row_sum[dead] = np.inf  # 0 / inf = 0: the dead row's weights are all zero
-                self.fully[h0:h1, r0:r1] = dead[..., 0]
+            row_sum = blk.sum(axis=-1, keepdims=True)  # (heads, rows, 1)
+            low = row_sum[..., 0] < self.far_below  # (heads, rows)
+            if low.any():
+                redo = np.empty((h1 - h0, r1 - r0, blk.shape[-1]), dtype=blk.dtype)
+                self._scaled_masked(block, redo)
+                exact, dead = softmax_each_row(redo[low])  # (n, T_k): only the low rows
+                blk[low] = exact
+                row_sum[low] = 1  # already normalised
+                self.fully[h0:h1, r0:r1][low] = dead
             np.divide(blk, row_sum, out=blk)
+
+
+def softmax_each_row(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The textbook softmax of each row, in place: shift by the row max, exp, normalise.
+
+    Rows whose entries are all −inf (every key hidden) become all zeros and are
+    flagged in the returned boolean array.
+    """
+    row_max = rows.max(axis=-1, keepdims=True)  # (..., 1)
+    dead = np.isneginf(row_max)  # every key of the row is hidden
+    row_max[dead] = 0
+    np.subtract(rows, row_max, out=rows)
+    np.exp(rows, out=rows)
+    row_sum = rows.sum(axis=-1, keepdims=True)  # (..., 1), ≥ 1 where alive
+    row_sum[dead] = np.inf  # 0 / inf = 0: the dead row's weights are all zero
+    np.divide(rows, row_sum, out=rows)
+    return rows, dead[..., 0]
 
 
 def softmax_rows(

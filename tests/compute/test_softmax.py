@@ -87,3 +87,26 @@ def test_real_threads_on_a_big_input():
     np.testing.assert_allclose(row_sums[~fully], 1.0, rtol=1e-5)
     expected, _ = reference_softmax(x[1:2].astype(np.float64) * 0.3, keep)
     np.testing.assert_allclose(weights[1:2], expected, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0.0, -10.0, -19.0, -25.0, -100.0, -1000.0, -1e6])
+def test_rows_far_below_the_block_max_stay_exact(dtype, offset):
+    """One block, rows whose maxima differ widely: each row is still its own softmax."""
+    row = np.array([0.0, 1.0, 2.0, -30.0, -60.0], dtype=dtype)
+    x = np.stack([row, row + dtype(offset), row + dtype(offset / 2)])
+    weights, fully = softmax_rows(x)
+    expected, _ = reference_softmax(row[None, :].astype(np.float64), None)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    for r in range(3):
+        np.testing.assert_allclose(weights[r], expected[0], rtol=tol, atol=0)
+    assert not fully.any()
+
+
+def test_mixed_dead_and_far_rows_in_one_block():
+    x = np.array([[5.0, 4.0], [-500.0, -501.0], [7.0, 8.0]], dtype=np.float32)
+    keep = np.array([[True, True], [True, True], [False, False]])
+    weights, fully = softmax_rows(x, keep=keep)
+    assert fully.tolist() == [False, False, True]
+    np.testing.assert_allclose(weights[0], weights[1], rtol=1e-6)
+    assert weights[2].tolist() == [0.0, 0.0]
