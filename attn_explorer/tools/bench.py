@@ -84,9 +84,17 @@ class AttentionRow:
 
 
 def round_robin(
-    funcs: dict[str, Callable[[], object]], repeats: int, min_seconds: float
+    funcs: dict[str, Callable[[], object]],
+    repeats: int,
+    min_seconds: float,
+    pause: float = 0.0,
 ) -> dict[str, float]:
-    """Median seconds per call of each function, sampled in turns."""
+    """Median seconds per call of each function, sampled in turns.
+
+    ``pause`` seconds of sleep before each sample let thread pools go idle: OpenBLAS
+    and OpenMP workers busy-wait for a while after a call, and that spinning would
+    otherwise land on whichever method is timed next.
+    """
     calls = {}
     for name, func in funcs.items():  # warm up, and find how many calls fill min_seconds
         start = time.perf_counter()
@@ -96,6 +104,8 @@ def round_robin(
     samples: dict[str, list[float]] = {name: [] for name in funcs}
     for _ in range(repeats):
         for name, func in funcs.items():
+            if pause:
+                time.sleep(pause)
             start = time.perf_counter()
             for _ in range(calls[name]):
                 func()
@@ -135,6 +145,7 @@ def bench_scores(
         },
         repeats,
         min_seconds,
+        pause=0.1 if big else 0.0,
     )
     eta = estimate_loop_seconds(query.shape, key.shape)
     if eta < LOOP_LIMIT["quick" if quick else "full"]:
@@ -176,14 +187,19 @@ def bench_attention(
         scores = scores_batched(query, key)  # (1, H, T, T)
         return np.matmul(scores, value)  # (1, H, T, T) @ (1, H, T, d) -> (1, H, T, d)
 
-    funcs: dict[str, Callable[[], object]] = {
-        "attention": lambda: attention(query, key, value),
-        "two matmuls": two_matmuls,
-    }
+    repeats = 3 if quick else 7
+    min_seconds = 0.0 if tokens >= 1024 else 0.05
+    pause = 0.0 if quick else 0.1
+    times = round_robin(
+        {"attention": lambda: attention(query, key, value), "two matmuls": two_matmuls},
+        repeats,
+        min_seconds,
+        pause,
+    )
+    # torch is timed on its own: its OpenMP pool must not share turns with OpenBLAS.
     torch_sdpa = None if quick else _torch_sdpa(query, key, value)  # importing torch takes seconds
     if torch_sdpa is not None:
-        funcs["torch"] = torch_sdpa
-    times = round_robin(funcs, 3 if quick else 7, 0.0 if tokens >= 1024 else 0.05)
+        times.update(round_robin({"torch": torch_sdpa}, repeats, min_seconds, pause))
     tracemalloc.start()
     result = attention(query, key, value)
     peak = tracemalloc.get_traced_memory()[1]
