@@ -41,7 +41,7 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(WORKERS - 1, thread_name_prefix="attn-softmax")
+            _pool = ThreadPoolExecutor(max(1, WORKERS - 1), thread_name_prefix="attn-softmax")
         return _pool
 
 
@@ -79,10 +79,10 @@ class _Softmax:
         self.out = out.reshape(heads, t_q, t_k)  # (B·H, T_q, T_k)
         self.factor = x.dtype.type(factor)  # a float64 scalar would upcast every block
         self.minus_inf = x.dtype.type(-np.inf)
-        # A row whose exps, shifted by the block max, sum below e^-20 (float32) has its
-        # max 20+ e-folds under the block's: redo it, so every weight within 60 e-folds
-        # of its row's largest stays a normal float (float32 underflows at e^-87).
-        self.far_below = x.dtype.type(np.exp(-20.0 if x.dtype == np.float32 else -200.0))
+        # Rows whose max is within ``margin`` of the block's share its shift: their
+        # largest exps stay ≥ e^-margin, so every weight within 60 e-folds of its
+        # row's largest is a normal float (float32 underflows near e^-87).
+        self.margin = x.dtype.type(20.0 if x.dtype == np.float32 else 200.0)
         # keep is either one (T_q, T_k) grid for every head, or broadcast per head.
         self.keep_grid: np.ndarray | None = None
         self.keep_heads: np.ndarray | None = None
@@ -121,25 +121,28 @@ class _Softmax:
             self._scaled_masked(block, blk)
             # Any shift c gives the same softmax, exp(x − c) / Σ exp(x − c). One c for
             # the whole block (its max) makes the subtraction a scalar one, about 3×
-            # faster than a per-row max; rows whose own max lies far below c would
-            # lose precision to underflow, so those few are redone with their own max.
-            shift = blk.max()
+            # faster than subtracting a column of row maxima. Rows whose own max lies
+            # far below c (or that are fully hidden) would underflow: they are set
+            # aside and get the textbook per-row softmax.
+            row_max = blk.max(axis=-1)  # (heads, rows)
+            shift = row_max.max()
             if shift == self.minus_inf:  # every key hidden for every row of the block
                 blk[...] = 0
                 self.fully[h0:h1, r0:r1] = True
                 continue
+            far = row_max < shift - self.margin  # (heads, rows)
+            any_far = bool(far.any())
+            far_rows = blk[far] if any_far else None  # (n, T_k) copy, before blk changes
             np.subtract(blk, shift, out=blk)
             np.exp(blk, out=blk)
-            row_sum = blk.sum(axis=-1, keepdims=True)  # (heads, rows, 1)
-            low = row_sum[..., 0] < self.far_below  # (heads, rows)
-            if low.any():
-                redo = np.empty((h1 - h0, r1 - r0, blk.shape[-1]), dtype=blk.dtype)
-                self._scaled_masked(block, redo)
-                exact, dead = softmax_each_row(redo[low])  # (n, T_k): only the low rows
-                blk[low] = exact
-                row_sum[low] = 1  # already normalised
-                self.fully[h0:h1, r0:r1][low] = dead
+            row_sum = blk.sum(axis=-1, keepdims=True)  # (heads, rows, 1), ≥ e^-margin
+            if far_rows is not None:
+                row_sum[far] = 1  # those rows are overwritten below
             np.divide(blk, row_sum, out=blk)
+            if far_rows is not None:
+                exact, dead = softmax_each_row(far_rows)
+                blk[far] = exact
+                self.fully[h0:h1, r0:r1][far] = dead
 
 
 def softmax_each_row(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -170,9 +173,9 @@ def softmax_rows(
 
     ``x`` is ``(..., T_q, T_k)`` float32 or float64; ``keep`` is boolean and
     broadcastable to it (True = visible). Each cache-sized block of rows is
-    scaled, masked, shifted by its row max, exponentiated and normalised in
-    ``out`` before the next block is touched, and big inputs are shared between
-    threads. Returns ``(weights, fully_masked_rows)``: ``weights`` has ``x``'s
+    scaled, masked, shifted by its max, exponentiated and normalised in ``out``
+    before the next block is touched, and big inputs are shared between threads;
+    ``out`` may be ``x`` itself. Returns ``(weights, fully_masked_rows)``: ``weights`` has ``x``'s
     shape and dtype; ``fully_masked_rows`` is boolean ``(..., T_q)``, True where
     every key of the row was hidden (that row's weights are all zero, never NaN).
     """
