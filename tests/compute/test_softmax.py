@@ -99,7 +99,8 @@ def test_rows_far_below_the_block_max_stay_exact(dtype, offset):
     in_place, _ = softmax_rows(x, out=x)  # the rows set aside must be copied first
     np.testing.assert_array_equal(in_place, weights)
     expected, _ = reference_softmax(row[None, :].astype(np.float64), None)
-    tol = 1e-6 if dtype == np.float32 else 1e-14
+    # float32 computes e^d as 2^(d·log2 e): a weight e^d off its row max carries ~|d|·eps
+    tol = 5e-6 if dtype == np.float32 else 1e-14
     for r in range(3):
         np.testing.assert_allclose(weights[r], expected[0], rtol=tol, atol=0)
     assert not fully.any()
