@@ -4,6 +4,7 @@ Public API (documented in the README):
 
 - ``STRATEGIES``, ``STAGES``
 - ``attention_scores(query, key, strategy)`` and ``attention(...) -> AttentionResult``
+- ``softmax_rows(x, factor=, keep=, out=)``: the blocked, threaded masked softmax
 - ``multi_head_attention(x, w_query, w_key, w_value, heads, ...)``
 - ``loop_trace(query, key) -> LoopTrace`` of ``LoopStep`` records
 - ``macs``, ``flops``, ``estimate_loop_seconds``, ``time_strategies``
