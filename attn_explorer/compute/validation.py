@@ -85,13 +85,7 @@ def check_pair(
         )
     check_limits("query", q.shape, limits)
     check_limits("key", k.shape, limits)
-    score_elements = int(np.prod(q.shape[:-1], dtype=np.int64)) * k.shape[-2]
-    if score_elements > limits.max_score_elements:
-        raise ValueError(
-            f"the score tensor for query {q.shape} and key {k.shape} would hold "
-            f"{score_elements:,} values, over the limit of {limits.max_score_elements:,}; "
-            "use fewer tokens, heads or batch entries."
-        )
+    check_score_elements(int(np.prod(q.shape[:-1], dtype=np.int64)), k.shape[-2], limits)
     check_finite("query", q)
     check_finite("key", k)
     if q.dtype != k.dtype:
@@ -120,6 +114,17 @@ def check_limits(name: str, shape: tuple[int, ...], limits: Limits = LIMITS) -> 
         raise ValueError(
             f"{name}: shape {tuple(shape)} holds {elements:,} values, over the limit of "
             f"{limits.max_matrix_elements:,}; reduce B, H, T or d."
+        )
+
+
+def check_score_elements(query_rows: int, t_k: int, limits: Limits = LIMITS) -> None:
+    """Raise if a score tensor of ``query_rows`` (B·H·T_q) rows by ``t_k`` keys is too big."""
+    elements = query_rows * t_k
+    if elements > limits.max_score_elements:
+        raise ValueError(
+            f"the score tensor would hold {query_rows:,} query rows × {t_k:,} keys = "
+            f"{elements:,} values, over the limit of {limits.max_score_elements:,}; "
+            "use fewer tokens, heads or batch entries."
         )
 
 

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from attn_explorer.colormaps import COLORMAPS
-from attn_explorer.compute import GRANULARITIES, LIMITS, STAGES, STRATEGIES, AttentionResult
+from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, AttentionResult
 from attn_explorer.compute import attention as compute_attention
+from attn_explorer.compute.validation import check_limits, check_score_elements
 from attn_explorer.state.events import SessionEvents
 
 MATRICES = ("query", "key", "value")
@@ -490,24 +491,11 @@ class Session:
             return "attention needs at least one head (H ≥ 1)"
         if batch < 1:
             return "the batch needs at least one entry (B ≥ 1)"
-        for label, size, limit in (
-            ("B", batch, LIMITS.max_batch),
-            ("H", heads, LIMITS.max_heads),
-            ("T", tokens, LIMITS.max_tokens),
-            ("d", dim, LIMITS.max_dim),
-        ):
-            if size > limit:
-                return f"{label} = {size} is over the limit of {limit}"
-        if batch * heads * tokens * dim > LIMITS.max_matrix_elements:
-            return (
-                f"B·H·T·d = {batch * heads * tokens * dim:,} values is over the limit of "
-                f"{LIMITS.max_matrix_elements:,}"
-            )
-        if batch * heads * tokens * tokens > LIMITS.max_score_elements:
-            return (
-                f"the score grid B·H·T·T = {batch * heads * tokens * tokens:,} is over the "
-                f"limit of {LIMITS.max_score_elements:,}"
-            )
+        try:  # the compute layer's limits, so the tables never hold what it would refuse
+            check_limits("Q, K, V", (batch, heads, tokens, dim))
+            check_score_elements(batch * heads * tokens, tokens)
+        except ValueError as exc:
+            return str(exc)
         return ""
 
     def insert_token(self, at: int | None = None, name: str | None = None) -> bool:

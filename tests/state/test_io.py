@@ -210,7 +210,7 @@ MALFORMED = {
     "empty token name": (edit(["tokens", 3], " "), 'tokens[3]: expected a non-empty name, got " "'),
     "shape over the limit": (
         edit(["shape", "H"], 65),
-        "shape: H = 65 is over the limit of 64",
+        "shape: Q, K, V: number of heads H = 65 is over the limit of 64",
     ),
     "shape zero": (edit(["shape", "T"], 0), "shape: a table needs at least one token"),
     "unknown strategy": (

@@ -14,15 +14,6 @@ from attn_explorer.ui.app import restore_autosave
 from attn_explorer.ui.main_window import MainWindow
 
 
-@pytest.fixture
-def window(qtbot):
-    w = MainWindow()
-    w.ask_before_discard = False
-    qtbot.addWidget(w)
-    w.show()
-    return w
-
-
 def test_save_then_open_restores_numbers_and_options(window, tmp_path):
     window.session.set_cell("key", 2, 1, 0.1 + 0.2)
     window.set_strategy("loop")

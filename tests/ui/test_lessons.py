@@ -9,26 +9,16 @@ from PySide6.QtGui import QColor, QImage
 from attn_explorer.lessons.engine import RESTORED_NOTE, Lesson, LessonRunner, Step, load_lessons
 from attn_explorer.lessons.registry import HIGHLIGHT_TARGETS
 from attn_explorer.ui import palette
-from attn_explorer.ui.lessons_panel import SHORTCUT, install, open_panel
-from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.ui.lessons_panel import SHORTCUT, open_panel
 from attn_explorer.ui.settings import settings
 
 S = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
 LESSONS = load_lessons()
 
 
-def make_window(qtbot) -> MainWindow:
-    w = MainWindow()
-    w.ask_before_discard = False
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
-
-
 @pytest.fixture
-def window(qtbot):
-    w = make_window(qtbot)
+def window(new_window, qtbot):
+    w = new_window()
     yield w
     w.timing_panel.runner.cancel(quiet=True)
     qtbot.waitUntil(lambda: not w.timing_panel.runner.is_busy(), timeout=30_000)
@@ -36,7 +26,7 @@ def window(qtbot):
 
 @pytest.fixture
 def panel(window):
-    p = install(window)
+    p = window.lessons  # MainWindow installs the lessons itself
     open_panel(p)
     return p
 
@@ -181,15 +171,15 @@ def test_keyboard_next_back_space_when_the_panel_has_focus(qtbot, window, panel)
     assert panel.counter.text() == "Step 2 of 4"
 
 
-def test_progress_is_remembered_across_windows(qtbot, window, panel):
+def test_progress_is_remembered_across_windows(qtbot, window, panel, new_window):
     panel.start_lesson("03-one-matmul", 0)
     panel.next()
     panel.next()
     panel.start_lesson("01-one-score", 0)
     while not panel.runner.at_end:
         panel.next()
-    second_window = make_window(qtbot)
-    again = install(second_window)
+    second_window = new_window()
+    again = second_window.lessons
     assert again.saved_step("03-one-matmul") == 2
     assert again.is_done("01-one-score")
     texts = [again.lesson_list.item(n).text() for n in range(again.lesson_list.count())]
@@ -201,8 +191,8 @@ def test_progress_is_remembered_across_windows(qtbot, window, panel):
     assert second_window.session.options.strategy == "matmul"
 
 
-def test_help_menu_shortcut_and_start_here(qtbot, window):
-    p = install(window)
+def test_help_menu_shortcut_and_start_here(qtbot, window, new_window):
+    p = window.lessons  # MainWindow installs the lessons itself
     assert not p.dock.isVisible()
     assert p.menu_action in window.help_menu.actions()
     assert p.menu_action.shortcut().toString() == SHORTCUT
@@ -215,7 +205,7 @@ def test_help_menu_shortcut_and_start_here(qtbot, window):
     p.dock.close()
     p.menu_action.trigger()
     assert p.dock.isVisible()
-    other = install(make_window(qtbot))
+    other = new_window().lessons
     assert not other.start_button.isVisible()  # only on the first launch
 
 

@@ -15,16 +15,6 @@ from attn_explorer.ui.workers import LatestRunner
 S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]
 
 
-@pytest.fixture
-def window(qtbot):
-    w = MainWindow()
-    w.ask_before_discard = False
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
-
-
 def type_into_cell(qtbot, table, row, col, text):
     """Open the cell's editor, type like a user, press Enter, wait for the commit."""
     index = table.model().index(row, col)

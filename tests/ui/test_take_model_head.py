@@ -3,21 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from attn_explorer.models.testing import write_tiny_bert
-from attn_explorer.ui.main_window import MainWindow
-
-
-@pytest.fixture
-def window(qtbot):
-    w = MainWindow()
-    w.ask_before_discard = False
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    if getattr(w, "model_view", None) is not None:
-        w.model_view.shutdown()
 
 
 def test_take_head_loads_real_q_k_v_and_undo_restores(qtbot, window, tmp_path):
