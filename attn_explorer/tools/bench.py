@@ -134,7 +134,7 @@ def bench_scores(
     n = max(2, round((work / 2) ** (1 / 3)))  # n×n @ n×n costs 2n³ FLOPs
     square = rng.standard_normal((n, n), dtype=np.float32)
     big = tokens >= 1024
-    repeats = 3 if quick else (7 if big else 9)
+    repeats = 3 if quick else (11 if big else 9)
     min_seconds = 0.002 if quick else (0.0 if big else 0.02)
     times = round_robin(
         {
