@@ -89,7 +89,7 @@ def round_robin(
     min_seconds: float,
     pause: float = 0.0,
 ) -> dict[str, float]:
-    """Median seconds per call of each function, sampled in turns.
+    """Median seconds per call of each function, sampled in turns (rotating order).
 
     ``pause`` seconds of sleep before each sample let thread pools go idle: OpenBLAS
     and OpenMP workers busy-wait for a while after a call, and that spinning would
@@ -102,8 +102,12 @@ def round_robin(
         once = max(time.perf_counter() - start, 1e-7)
         calls[name] = max(1, int(min_seconds / once))
     samples: dict[str, list[float]] = {name: [] for name in funcs}
-    for _ in range(repeats):
-        for name, func in funcs.items():
+    names = list(funcs)
+    for turn in range(repeats):
+        # Rotate the order each round: what ran just before (a freed 256 MB array, a
+        # spinning thread pool) must not always precede the same method.
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            func = funcs[name]
             if pause:
                 time.sleep(pause)
             start = time.perf_counter()
