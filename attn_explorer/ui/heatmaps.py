@@ -26,6 +26,8 @@ pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, foreground=(40,
 #: Most image pixels per axis a head is drawn with; larger grids are decimated.
 MAX_PIXELS = 256
 MAX_TOKEN_TICKS = 24
+#: More heads than this are drawn as thumbnails without axes.
+COMPACT_HEADS = 4
 EMPTY_RGB = (250, 250, 250)
 
 
@@ -161,14 +163,27 @@ class HeatmapGrid(QWidget):
         columns = max(1, math.ceil(math.sqrt(len(heads))))
         shared = self.session.options.shared_scale
         tokens = self.session.tokens
+        # Many small heads: axes would crowd out the cells, so thumbnails show only their
+        # title; the hover read-out and the enlarged head (double-click) carry the labels.
+        compact = len(heads) > COMPACT_HEADS
+        self.hover.setText(
+            "rows = query i, columns = key j — hover a cell for its value; double-click a "
+            "head to enlarge it"
+            if compact
+            else "Hover a heatmap for (head, query i, key j, value)."
+        )
         for n, h in enumerate(heads):
             row, col = divmod(n, columns)
             left = _TokenAxis("left")
             bottom = _TokenAxis("bottom")
             plot = pg.PlotItem(axisItems={"left": left, "bottom": bottom})
-            plot.setTitle(f"head {h + 1}", size="10pt")
-            plot.setLabel("left", "query i")
-            plot.setLabel("bottom", "key j" if self._stage != "output" else "dimension of V")
+            plot.setTitle(f"head {h + 1}", size="8pt" if compact else "10pt")
+            if compact:
+                plot.hideAxis("left")
+                plot.hideAxis("bottom")
+            else:
+                plot.setLabel("left", "query i")
+                plot.setLabel("bottom", "key j" if self._stage != "output" else "dimension of V")
             plot.invertY(True)
             plot.setAspectLocked(False)
             plot.hideButtons()

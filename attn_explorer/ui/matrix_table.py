@@ -223,8 +223,10 @@ class MatrixTable(QTableView):
             | QAbstractItemView.EditTrigger.AnyKeyPressed
         )
         self.setSelectionMode(QAbstractItemView.SelectionMode.ContiguousSelection)
-        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.horizontalHeader().setMinimumSectionSize(48)
+        self.horizontalHeader().setMinimumSectionSize(56)
+        self.horizontalHeader().setDefaultSectionSize(64)
+        self._fit_columns()
+        session.events.shape.connect(self._fit_columns)
         self.verticalHeader().setDefaultSectionSize(24)
         self.verticalHeader().setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.verticalHeader().customContextMenuRequested.connect(self._token_menu)
@@ -240,6 +242,15 @@ class MatrixTable(QTableView):
         paste.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
         paste.triggered.connect(self.paste)
         self.addActions([copy, paste])
+
+    def _fit_columns(self) -> None:
+        """Few dimensions stretch to fill the table; many keep a readable width and scroll."""
+        mode = (
+            QHeaderView.ResizeMode.Stretch
+            if self.session.shape[3] <= 6
+            else QHeaderView.ResizeMode.Interactive
+        )
+        self.horizontalHeader().setSectionResizeMode(mode)
 
     def matrix_model(self) -> MatrixModel:
         model = self.model()

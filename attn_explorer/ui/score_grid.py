@@ -212,6 +212,7 @@ class ScoreGrid(QWidget):
         layout.addWidget(self.axes)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.note)
+        layout.addStretch(0)  # takes the room only while the grid is hidden (T > 16)
         self.note.hide()
 
     def set_result(self, result: AttentionResult | None, stage: str) -> None:

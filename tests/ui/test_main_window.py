@@ -310,3 +310,15 @@ def test_deferred_plots_are_built_after_first_paint(qtbot):
     assert w.timing_panel is not None
     assert w.heatmaps.plots[0].titleLabel.text == "head 1"
     assert w.heatmaps.images[0].image.shape[:2] == (3, 3)
+
+
+def test_many_heads_are_thumbnails_and_wide_tables_scroll(qtbot, window):
+    window.load_preset("random", heads=8, tokens=6, dim=12, seed=4)
+    plots = window.heatmaps.plots
+    assert len(plots) == 8
+    assert not plots[0].getAxis("left").isVisible()  # thumbnails: no crowded axes
+    assert "rows = query i, columns = key j" in window.heatmaps.hover.text()
+    header = window.tables["query"].horizontalHeader()
+    assert header.sectionSize(0) >= 56  # numbers stay readable; the table scrolls
+    window.load_preset("worked")
+    assert window.heatmaps.plots[0].getAxis("left").isVisible()
