@@ -166,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         plain.close()
 
     # -- longest event-loop stall during background work ----------------------------------------
+    import gc
+
+    del grid, plain, items, values
+    gc.collect()  # drop the redraw section's widgets and 2 GB of images before measuring stalls
     gaps: list[float] = []
     last = [time.perf_counter()]
 
@@ -180,18 +184,22 @@ def main(argv: list[str] | None = None) -> int:
     heads, tokens, dim = (16, 1024, 64) if args.quick else (16, 2048, 64)
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((1, heads, tokens, dim)).astype(np.float32) for _ in range(3))
-    timer.start()
-    last[0] = time.perf_counter()
     start = time.perf_counter()
     w.session.set_option("dtype", "float32")
     w.session.load(Snapshot(tuple(f"t{n}" for n in range(tokens)), q, k, v), text="bench")
+    load_time = time.perf_counter() - start  # the edit itself: tables, stepper, scheduling
     w.timing_panel.run_sweep()
+    timer.start()  # from here on the work is in the workers: the GUI must keep ticking
+    last[0] = time.perf_counter()
     while (
         w.runner.is_busy() or w.timing_panel.runner.is_busy()
     ) and time.perf_counter() - start < 120:
         app.processEvents()
     timer.stop()
     total = time.perf_counter() - start
+    rows.append(
+        (f"loading (H={heads}, T={tokens}, d={dim}) into the tables", f"{load_time * 1e3:.0f} ms")
+    )
     rows.append(
         (
             f"longest event-loop stall, (H={heads}, T={tokens}, d={dim}) + sweep",

@@ -70,6 +70,42 @@ class _TokenAxis(pg.AxisItem):
             self._update_ticks()
 
 
+class HeadPlot(pg.GraphicsLayout):
+    """One head: a title, a view box with the image, and token axes (none when compact).
+
+    Lighter than a pg.PlotItem, which builds a context menu and control panel per
+    plot: 16 heads now build in a few milliseconds instead of over 100.
+    """
+
+    def __init__(self, title: str, compact: bool, stage: str) -> None:
+        super().__init__()
+        self.layout.setContentsMargins(0, 0, 0, 0)
+        self.layout.setSpacing(0)
+        self.titleLabel = self.addLabel(title, row=0, col=1, size="8pt" if compact else "10pt")
+        self.vb = pg.ViewBox(enableMenu=False, invertY=True)
+        self.vb.setMouseEnabled(False, False)
+        self.vb.disableAutoRange()
+        self.addItem(self.vb, row=1, col=1)
+        self.left: _TokenAxis | None = None
+        self.bottom: _TokenAxis | None = None
+        if compact:
+            return  # thumbnails: no axes (they are the slow part to build)
+        self.left = _TokenAxis("left")
+        self.bottom = _TokenAxis("bottom")
+        for axis, row, col in ((self.left, 1, 0), (self.bottom, 2, 1)):
+            axis.linkToView(self.vb)
+            self.addItem(axis, row=row, col=col)
+        self.left.setLabel("query i")
+        self.bottom.setLabel("key j" if stage != "output" else "dimension of V")
+
+    def getViewBox(self) -> pg.ViewBox:
+        return self.vb
+
+    def getAxis(self, name: str) -> _TokenAxis | None:
+        """The token axis ``"left"`` or ``"bottom"``; None on a thumbnail."""
+        return {"left": self.left, "bottom": self.bottom}[name]
+
+
 class ColourBar(pg.PlotItem):
     """A vertical gradient with an axis giving the colour scale's range."""
 
@@ -112,7 +148,7 @@ class HeatmapGrid(QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.hover)
-        self.plots: list[pg.PlotItem] = []
+        self.plots: list[HeadPlot] = []
         self.images: list[pg.ImageItem] = []
         self.bars: list[ColourBar] = []
         self.enlarged: int | None = None
@@ -174,30 +210,15 @@ class HeatmapGrid(QWidget):
         )
         for n, h in enumerate(heads):
             row, col = divmod(n, columns)
-            left = _TokenAxis("left")
-            bottom = _TokenAxis("bottom")
-            plot = pg.PlotItem(axisItems={"left": left, "bottom": bottom})
-            plot.setTitle(f"head {h + 1}", size="8pt" if compact else "10pt")
-            if compact:
-                plot.hideAxis("left")
-                plot.hideAxis("bottom")
-            else:
-                plot.setLabel("left", "query i")
-                plot.setLabel("bottom", "key j" if self._stage != "output" else "dimension of V")
-            plot.invertY(True)
-            plot.setAspectLocked(False)
-            plot.hideButtons()
-            plot.setMenuEnabled(False)
-            plot.getViewBox().setMouseEnabled(False, False)
-            if len(tokens) == t_q:
-                left.set_tokens(tokens)
-            if self._stage != "output" and len(tokens) == t_k:
-                bottom.set_tokens(tokens)
+            plot = HeadPlot(f"head {h + 1}", compact, self._stage)
+            if plot.left is not None and len(tokens) == t_q:
+                plot.left.set_tokens(tokens)
+            if plot.bottom is not None and self._stage != "output" and len(tokens) == t_k:
+                plot.bottom.set_tokens(tokens)
             image = pg.ImageItem()
             image.setRect(0, 0, t_k, t_q)
-            plot.addItem(image)
-            plot.setXRange(0, t_k, padding=0)
-            plot.setYRange(0, t_q, padding=0)
+            plot.vb.addItem(image)
+            plot.vb.setRange(xRange=(0, t_k), yRange=(0, t_q), padding=0)
             grid_col = col * (1 if shared else 2)
             self.view.addItem(plot, row=row, col=grid_col)
             self.plots.append(plot)
@@ -228,14 +249,17 @@ class HeatmapGrid(QWidget):
         self.redraw()
 
     def set_frame(self, frame: Frame | None) -> None:
+        if frame is None and self._frame is None:
+            return  # not stepping before or after: nothing to redraw
         self._frame = frame
         self.redraw()
 
-    def set_enlarged(self, head: int | None) -> None:
+    def set_enlarged(self, head: int | None, redraw: bool = True) -> None:
         """Show one head large (None: all heads)."""
         self.enlarged = head
         self._layout_key = None
-        self.redraw()
+        if redraw:
+            self.redraw()
 
     def colormap(self) -> str:
         if self._stage == "weights":

@@ -346,7 +346,7 @@ class MainWindow(QMainWindow):
     # -- session → views ------------------------------------------------------------------
     def _on_shape_changed(self) -> None:
         if self.heatmaps is not None:
-            self.heatmaps.set_enlarged(None)
+            self.heatmaps.set_enlarged(None, redraw=False)  # the new result redraws
         self.schedule()
 
     def _on_option_changed(self, name: str) -> None:
