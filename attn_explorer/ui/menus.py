@@ -473,6 +473,17 @@ def write_autosave(w: MainWindow, final: bool = False) -> threading.Thread | Non
 
 
 # -- presets and export dialogs ----------------------------------------------------------------
+def _accepted(dialog: QDialog, form: QFormLayout) -> bool:
+    """Add OK / Cancel to a form dialog, run it, and say whether the user pressed OK."""
+    buttons = QDialogButtonBox(
+        QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+    )
+    buttons.accepted.connect(dialog.accept)
+    buttons.rejected.connect(dialog.reject)
+    form.addRow(buttons)
+    return dialog.exec() == QDialog.DialogCode.Accepted
+
+
 def random_dialog(w: MainWindow) -> None:
     dialog = QDialog(w)
     dialog.setWindowTitle("Random preset")
@@ -491,13 +502,7 @@ def random_dialog(w: MainWindow) -> None:
         spin.setValue(value)
         form.addRow(label, spin)
         spins[label] = spin
-    buttons = QDialogButtonBox(
-        QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-    )
-    buttons.accepted.connect(dialog.accept)
-    buttons.rejected.connect(dialog.reject)
-    form.addRow(buttons)
-    if dialog.exec() != QDialog.DialogCode.Accepted:
+    if not _accepted(dialog, form):
         return
     values = [spins[k].value() for k in spins]
     problem = w.session.check_size(*values[:4])
@@ -546,13 +551,7 @@ def export_dialog(w: MainWindow, heads: str | None = None) -> None:
     form.addRow("heads", which)
     form.addRow("format", fmt)
     form.addRow("width (PNG)", width)
-    buttons = QDialogButtonBox(
-        QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-    )
-    buttons.accepted.connect(dialog.accept)
-    buttons.rejected.connect(dialog.reject)
-    form.addRow(buttons)
-    if dialog.exec() != QDialog.DialogCode.Accepted:
+    if not _accepted(dialog, form):
         return
     heads_value = which.currentData()
     ext = fmt.currentData()
