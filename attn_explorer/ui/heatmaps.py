@@ -193,7 +193,10 @@ class HeatmapGrid(QWidget):
         )
         if key == self._layout_key:
             return
-        self._layout_key = key
+        old_key, self._layout_key = self._layout_key, key
+        if old_key is not None and old_key[0] == key[0] and old_key[3] == key[3]:
+            self._resize_plots(t_q, t_k)  # same heads and layout: keep the plots
+            return
         self.view.clear()
         self.plots, self.images, self.bars = [], [], []
         columns = max(1, math.ceil(math.sqrt(len(heads))))
@@ -232,6 +235,22 @@ class HeatmapGrid(QWidget):
             rows = math.ceil(len(heads) / columns)
             self.view.addItem(bar, row=0, col=columns, rowspan=max(1, rows))
             self.bars.append(bar)
+
+    def _resize_plots(self, t_q: int, t_k: int) -> None:
+        """New T or token names for the same heads: update ranges and ticks in place.
+
+        Far fewer Qt calls than building the plots again, which matters while a
+        worker runs Python code: every Qt call here waits for the GIL.
+        """
+        tokens = self.session.tokens
+        for plot, image in zip(self.plots, self.images, strict=True):
+            image.setRect(0, 0, t_k, t_q)
+            plot.vb.setRange(xRange=(0, t_k), yRange=(0, t_q), padding=0)
+            if plot.left is not None:
+                plot.left.set_tokens(tokens if len(tokens) == t_q else [])
+            if plot.bottom is not None:
+                fits = self._stage != "output" and len(tokens) == t_k
+                plot.bottom.set_tokens(tokens if fits else [])
 
     # -- updates ---------------------------------------------------------------------
     def set_result(self, result: AttentionResult | None, stage: str) -> None:
