@@ -275,8 +275,9 @@ class HeatmapGrid(QWidget):
 
     def set_enlarged(self, head: int | None, redraw: bool = True) -> None:
         """Show one head large (None: all heads)."""
-        self.enlarged = head
-        self._layout_key = None
+        if head != self.enlarged:
+            self.enlarged = head
+            self._layout_key = None  # a different set of heads: build the plots again
         if redraw:
             self.redraw()
 

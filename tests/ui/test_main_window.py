@@ -322,3 +322,15 @@ def test_many_heads_are_thumbnails_and_wide_tables_scroll(qtbot, window):
     assert header.sectionSize(0) >= 56  # numbers stay readable; the table scrolls
     window.load_preset("worked")
     assert window.heatmaps.plots[0].getAxis("left").isVisible()
+
+
+def test_new_token_count_for_the_same_heads_reuses_the_plots(window):
+    window.load_preset("random", heads=2, tokens=4, dim=3, seed=1)
+    plots = list(window.heatmaps.plots)
+    window.session.resize(tokens=6)
+    assert window.heatmaps.plots == plots  # updated in place, not rebuilt
+    assert window.heatmaps.images[0].image.shape[:2] == (6, 6)
+    rect = window.heatmaps.images[0].mapRectToParent(window.heatmaps.images[0].boundingRect())
+    assert (rect.width(), rect.height()) == (6, 6)
+    ticks = plots[0].left._tickLevels[0]
+    assert [label for _, label in ticks][-1] == window.session.tokens[-1]
