@@ -355,7 +355,9 @@ def install(window: QMainWindow) -> LessonsPanel:
     start = QPushButton("Start here: guided lessons")
     start.setToolTip(f"Open the lessons (Help ▸ Lessons, {SHORTCUT})")
     start.setFlat(True)
-    start.setStyleSheet("QPushButton { font-weight: bold; padding: 2px 10px; }")
+    bold = start.font()
+    bold.setBold(True)
+    start.setFont(bold)  # a font, not a style sheet: the text follows light and dark palettes
     start.clicked.connect(lambda: open_panel(panel, start_first=True))
     window.menuBar().setCornerWidget(start, Qt.Corner.TopRightCorner)
     start.setVisible(not settings().value(_key("welcomed"), False, type=bool))
