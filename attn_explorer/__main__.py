@@ -2,4 +2,6 @@
 
 from attn_explorer.cli import main
 
-raise SystemExit(main())
+# Guarded: timing runs in spawned child processes, which import this module again.
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -128,6 +128,9 @@ def _plain(value: object) -> object:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``attn-explorer`` and ``python -m attn_explorer``."""
+    import multiprocessing
+
+    multiprocessing.freeze_support()  # a frozen bundle's timing child processes start here
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         if args_list and args_list[0] == "scores":

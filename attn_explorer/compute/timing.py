@@ -10,6 +10,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -170,3 +171,47 @@ def time_strategies(
             total_flops,
         )
     return results
+
+
+#: The token counts of the scaling sweep.
+SWEEP_TOKENS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def sweep_tokens(
+    heads: int,
+    dim: int,
+    tokens: Sequence[int] = SWEEP_TOKENS,
+    *,
+    loop_budget: float = 0.5,
+    progress: Callable[[float, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, list[Any]]:
+    """Time every strategy on random float32 inputs at each T of ``tokens`` (H, d fixed).
+
+    Returns ``{"tokens": [...], "loop": [...], "matmul": [...], "batched": [...],
+    "loop_estimated": [...]}`` with median seconds; a loop over ``loop_budget`` is estimated.
+    """
+    rng = np.random.default_rng(0)
+    out: dict[str, list[Any]] = {"tokens": [], "loop_estimated": []}
+    out.update({name: [] for name in STRATEGY_FUNCTIONS})
+    for n, t in enumerate(tokens):
+        if should_stop is not None and should_stop():
+            raise Cancelled("sweep cancelled")
+        q = rng.standard_normal((1, heads, t, dim)).astype(np.float32)
+        k = rng.standard_normal((1, heads, t, dim)).astype(np.float32)
+        res = time_strategies(
+            q,
+            k,
+            repeats=3,
+            warmup=1,
+            loop_budget=loop_budget,
+            min_seconds=0.01,
+            should_stop=should_stop,
+        )
+        out["tokens"].append(t)
+        for name in STRATEGY_FUNCTIONS:
+            out[name].append(res[name].median)
+        out["loop_estimated"].append(res["loop"].estimated)
+        if progress is not None:
+            progress((n + 1) / len(tokens), f"T = {t}")
+    return out

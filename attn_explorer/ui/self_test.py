@@ -129,6 +129,21 @@ def _export_png(window: object, session: object, folder: Path) -> tuple[Path, st
     return pngs[0], how
 
 
+def _check_timing_process() -> str:
+    """Timing runs in a spawned child process: check one starts and answers (bundles too)."""
+    from attn_explorer.background import in_process
+
+    worked = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    job = in_process("attn_explorer.compute.timing.time_strategies", query=worked, key=worked)
+    try:
+        results = job(lambda fraction, text: None, lambda: False)
+    except Exception as exc:
+        raise SelfTestError(f"timing in a child process failed: {exc}") from exc
+    if set(results) != {"loop", "matmul", "batched"}:
+        raise SelfTestError(f"timing in a child process returned {sorted(results)}")
+    return "timing: loop, matmul and batched measured in a child process"
+
+
 def _check_png(path: Path) -> str:
     """The PNG decodes and shows more than a few colours; returns a one-line description."""
     from PySide6.QtGui import QImage
@@ -191,6 +206,7 @@ def _run(folder: Path) -> list[str]:
         export.mkdir()
         png, how = _export_png(window, session, export)
         lines.append(f"{how}: {_check_png(png)}")
+        lines.append(_check_timing_process())
     finally:
         close_quietly(window)
         settle(app, 0.05)

@@ -7,7 +7,6 @@ Cancel button; the GUI thread only draws what comes back.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,14 +21,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from attn_explorer.background import in_process
 from attn_explorer.compute import (
     STRATEGIES,
-    Cancelled,
     TimingResult,
     call_counts,
     estimate_loop_seconds,
     macs,
-    time_strategies,
 )
 from attn_explorer.state import Session
 from attn_explorer.ui.controls import format_seconds
@@ -38,7 +36,6 @@ from attn_explorer.ui.workers import LatestRunner
 COLOURS = {"loop": (230, 97, 1), "matmul": (94, 60, 153), "batched": (27, 158, 119)}
 #: A loop predicted to take longer than this (seconds) is shown as an estimate.
 LOOP_BUDGET = 1.0
-SWEEP_TOKENS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 class _LogSecondsAxis(pg.AxisItem):
@@ -62,40 +59,6 @@ def speedup_text(results: dict[str, TimingResult]) -> str:
             factor = ratio if ratio >= 1 else 1 / ratio
             parts.append(f"{factor:,.1f}× {word} than {name}{est}")
     return "batched is " + " and ".join(parts) + " here" if parts else ""
-
-
-def sweep_job(
-    heads: int, dim: int, run_loop_up_to: float = 0.5
-) -> Callable[[Callable[[float, str], None], Callable[[], bool]], dict[str, Any]]:
-    """A worker job timing every strategy at each T of ``SWEEP_TOKENS``."""
-
-    def job(
-        progress: Callable[[float, str], None], should_stop: Callable[[], bool]
-    ) -> dict[str, Any]:
-        rng = np.random.default_rng(0)
-        out: dict[str, Any] = {"tokens": [], **{s: [] for s in STRATEGIES}, "loop_estimated": []}
-        for n, t in enumerate(SWEEP_TOKENS):
-            if should_stop():
-                raise Cancelled("sweep cancelled")
-            q = rng.standard_normal((1, heads, t, dim)).astype(np.float32)
-            k = rng.standard_normal((1, heads, t, dim)).astype(np.float32)
-            res = time_strategies(
-                q,
-                k,
-                repeats=3,
-                warmup=1,
-                loop_budget=run_loop_up_to,
-                min_seconds=0.01,
-                should_stop=should_stop,
-            )
-            out["tokens"].append(t)
-            for s in STRATEGIES:
-                out[s].append(res[s].median)
-            out["loop_estimated"].append(res["loop"].estimated)
-            progress((n + 1) / len(SWEEP_TOKENS), f"T = {t}")
-        return out
-
-    return job
 
 
 class TimingPanel(QWidget):
@@ -176,18 +139,22 @@ class TimingPanel(QWidget):
         q, k = inputs["query"], inputs["key"]
         budget = float("inf") if run_loop else LOOP_BUDGET
 
-        def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> Any:
-            return time_strategies(
-                q, k, repeats=5, loop_budget=budget, progress=progress, should_stop=should_stop
-            )
-
         self._kind = "timing"
-        self.runner.submit(job)
+        # In a lower-priority process: the loop strategy is pure Python (see background.py).
+        self.runner.submit(
+            in_process(
+                "attn_explorer.compute.timing.time_strategies",
+                query=q,
+                key=k,
+                repeats=5,
+                loop_budget=budget,
+            )
+        )
 
     def run_sweep(self) -> None:
         _, h, _, d = self.session.shape
         self._kind = "sweep"
-        self.runner.submit(sweep_job(h, d))
+        self.runner.submit(in_process("attn_explorer.compute.timing.sweep_tokens", heads=h, dim=d))
 
     # -- results ----------------------------------------------------------------------------
     def _on_progress(self, fraction: float, text: str) -> None:
