@@ -9,13 +9,12 @@ big ones compute in a worker and the newest edit wins.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
@@ -136,8 +135,6 @@ class _ShortcutGuard(QObject):
 class MainWindow(QMainWindow):
     """Attention Explorer's window. ``session`` is the single source of truth."""
 
-    resultShown = Signal()
-
     def __init__(self, session: Session | None = None, *, defer_plots: bool = False) -> None:
         """``defer_plots`` builds the pyqtgraph views just after the first paint (faster start)."""
         super().__init__()
@@ -151,7 +148,6 @@ class MainWindow(QMainWindow):
         self.result_strategy = self.session.options.strategy
         self.diffs: dict[str, float] = {}
         self.frame: Frame | None = None
-        self.last_edit_time = 0.0
         self.setWindowTitle("Attention Explorer")
         from attn_explorer.ui.icons import app_icon
 
@@ -307,19 +303,6 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.timing_dock, self.stepper_dock)
         self.stepper_dock.raise_()
 
-    def _action(
-        self, menu: Any, text: str, slot: Any, shortcut: Any = None, tip: str = ""
-    ) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        if tip:
-            action.setToolTip(tip)
-            action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
-
     def _build_actions(self) -> None:
         from attn_explorer.ui import menus
 
@@ -376,7 +359,6 @@ class MainWindow(QMainWindow):
 
     def schedule(self) -> None:
         """Recompute soon: small shapes within a frame, big ones debounced into the worker."""
-        self.last_edit_time = time.perf_counter()
         b, h, t, _ = self.session.shape
         if b * h * t * t <= SYNC_CELLS:
             self.recompute(sync=True)
@@ -447,7 +429,6 @@ class MainWindow(QMainWindow):
         self.score_grid.set_frame(self.frame)
         self._update_provenance()
         self._update_shape_label()
-        self.resultShown.emit()
 
     def _update_provenance(self) -> None:
         chosen = self.session.options.strategy

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont, QKeySequence
 from PySide6.QtWidgets import (
@@ -319,11 +318,3 @@ class MatrixTable(QTableView):
             return
         model.set_highlight(row, (row, step.d))
         self.scrollTo(model.index(row, step.d))
-
-
-def selection_values(table: MatrixTable) -> np.ndarray:
-    """The selected block's numbers (for tests and the status bar)."""
-    indexes = table.selectedIndexes()
-    rows = sorted({i.row() for i in indexes})
-    cols = sorted({i.column() for i in indexes})
-    return table.session.head_matrix(table.matrix)[np.ix_(rows, cols)]

@@ -26,7 +26,6 @@ from attn_explorer.compute import (
     STRATEGIES,
     TimingResult,
     call_counts,
-    estimate_loop_seconds,
     macs,
 )
 from attn_explorer.state import Session
@@ -268,7 +267,3 @@ class TimingPanel(QWidget):
             "All three grow as T² (the grid has T×T cells); the loop pays Python's cost on every "
             "multiply-add, matmul once per head, batched once in total."
         )
-
-    def loop_eta(self) -> float:
-        shape = self.session.matrix("query").shape
-        return estimate_loop_seconds(shape, shape)
