@@ -7,7 +7,7 @@ Public API (documented in the README):
 - ``softmax_rows(x, factor=, keep=, out=)``: the blocked, threaded masked softmax
 - ``multi_head_attention(x, w_query, w_key, w_value, heads, ...)``
 - ``loop_trace(query, key) -> LoopTrace`` of ``LoopStep`` records
-- ``macs``, ``flops``, ``estimate_loop_seconds``, ``time_strategies``
+- ``macs``, ``flops``, ``estimate_loop_seconds``, ``time_strategies``, ``LOOP_BUDGET``
 """
 
 from attn_explorer.compute.pipeline import (
@@ -27,7 +27,9 @@ from attn_explorer.compute.projection import (
 from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.compute.strategies import strategy_source
 from attn_explorer.compute.timing import (
+    LOOP_BUDGET,
     Cancelled,
+    LoopBudget,
     TimingResult,
     call_counts,
     estimate_loop_seconds,
@@ -41,11 +43,13 @@ from attn_explorer.compute.validation import LIMITS, Limits
 __all__ = [
     "GRANULARITIES",
     "LIMITS",
+    "LOOP_BUDGET",
     "STAGES",
     "STRATEGIES",
     "AttentionResult",
     "Cancelled",
     "Limits",
+    "LoopBudget",
     "LoopStep",
     "LoopTrace",
     "MultiHeadResult",

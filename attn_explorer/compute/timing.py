@@ -79,6 +79,40 @@ def estimate_loop_seconds(query_shape: Sequence[int], key_shape: Sequence[int]) 
 
 
 @dataclass(frozen=True)
+class LoopBudget:
+    """How long the pure-Python loop strategy may run, in predicted seconds, for each use.
+
+    One object for every place that decides whether to run the loop, so the
+    window, the command line and the timing panel agree (see the README's limits).
+    """
+
+    #: A result the user sees or exports: a slower loop is computed by ``batched`` instead
+    #: (the same numbers; the panel says so).
+    result: float = 3.0
+    #: The background check that every strategy gives the same scores.
+    agreement: float = 1.0
+    #: Run on the GUI thread, within one frame of the edit.
+    interactive: float = 0.02
+    #: Timing a strategy: a slower loop is estimated instead of run (per call).
+    timing: float = 1.0
+    #: Each token count of the scaling sweep.
+    sweep: float = 0.5
+    #: The stepper's per-strategy timing summary.
+    summary: float = 0.25
+
+    def strategy_for(
+        self, strategy: str, query_shape: Sequence[int], key_shape: Sequence[int]
+    ) -> str:
+        """The strategy that really computes a result: the loop only within :attr:`result`."""
+        if strategy == "loop" and estimate_loop_seconds(query_shape, key_shape) > self.result:
+            return "batched"
+        return strategy
+
+
+LOOP_BUDGET = LoopBudget()
+
+
+@dataclass(frozen=True)
 class TimingResult:
     """Seconds per call of one strategy on one shape."""
 
@@ -103,7 +137,7 @@ def time_strategies(
     *,
     repeats: int = 5,
     warmup: int = 1,
-    loop_budget: float = 2.0,
+    loop_budget: float = LOOP_BUDGET.timing,
     min_seconds: float = 0.05,
     progress: Callable[[float, str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -182,7 +216,7 @@ def sweep_tokens(
     dim: int,
     tokens: Sequence[int] = SWEEP_TOKENS,
     *,
-    loop_budget: float = 0.5,
+    loop_budget: float = LOOP_BUDGET.sweep,
     progress: Callable[[float, str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, list[Any]]:
