@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         target = w.session.revision
         deadline = time.perf_counter() + 30
         while (
-            w.result is None or w.session.revision != target or w.runner.is_busy()
+            w.results.result is None or w.session.revision != target or not w.recompute.wait_idle()
         ) and time.perf_counter() < deadline:
             app.processEvents()
         samples = []
@@ -102,11 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             w.session.set_cell("query", 0, 0, float(n + 1))
             revision = w.session.revision
-            while (
-                w.runner.is_busy()
-                or w.session._result_cache is None
-                or w.session._result_cache[0] != revision
-            ):
+            while not w.recompute.wait_idle() or w.session.revision != revision:
                 app.processEvents()
             w.repaint()
             app.processEvents()
@@ -122,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     # -- heatmap redraw rate ----------------------------------------------------------------------
     for tokens in (512, 2048):
         rng = np.random.default_rng(1)
-        grid = HeatmapGrid(w.session)
+        grid = HeatmapGrid(w.session, w.results, w.state.stepper)
         grid.resize(1000, 800)
         grid.show()
         values = rng.standard_normal((16, tokens, tokens)).astype(np.float32)
@@ -192,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     timer.start()  # from here on the work is in the workers: the GUI must keep ticking
     last[0] = time.perf_counter()
     while (
-        w.runner.is_busy() or w.timing_panel.runner.is_busy()
+        w.recompute.runner.is_busy() or w.timing_panel.runner.is_busy()
     ) and time.perf_counter() - start < 120:
         app.processEvents()
     timer.stop()

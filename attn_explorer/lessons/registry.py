@@ -339,8 +339,8 @@ ACTIONS: dict[str, Operation] = {
             {"head": Param("int_or_null")},
             lambda w, head: w.heatmaps.set_enlarged(head),
         ),
-        Operation("run_timing", {}, lambda w: w.timing_panel.run_timing(), replay=False),
-        Operation("run_sweep", {}, lambda w: w.timing_panel.run_sweep(), replay=False),
+        Operation("run_timing", {}, lambda w: w.run_timing(), replay=False),
+        Operation("run_sweep", {}, lambda w: w.run_sweep(), replay=False),
     )
 }
 

@@ -33,6 +33,7 @@ class SessionEvents:
     - ``options(name)``: an option changed (strategy, stage, scale, ...); ``name`` is
       ``"all"`` when a load, or its undo, replaced several options at once
     - ``dirty(bool)``: unsaved-changes flag changed
+    - ``document()``: the document's name or file changed (opened, saved, replaced)
     - ``message(text, level)``: something to tell the user (status bar)
     - ``undo_changed()``: what undo / redo would do changed
     """
@@ -43,5 +44,6 @@ class SessionEvents:
         self.tokens = Event()
         self.options = Event()
         self.dirty = Event()
+        self.document = Event()
         self.message = Event()
         self.undo_changed = Event()

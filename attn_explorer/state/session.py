@@ -19,9 +19,9 @@ import numpy as np
 
 from attn_explorer.colormaps import COLORMAPS
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, AttentionResult
-from attn_explorer.compute import attention as compute_attention
 from attn_explorer.compute.validation import check_limits, check_score_elements
 from attn_explorer.state.events import SessionEvents
+from attn_explorer.state.results import Results
 
 MATRICES = ("query", "key", "value")
 MATRIX_LETTER = {"query": "Q", "key": "K", "value": "V"}
@@ -169,7 +169,8 @@ class Session:
         self.revision = 0
         self._undo: list[_Command] = []
         self._redo: list[_Command] = []
-        self._result_cache: tuple[int, AttentionResult] | None = None
+        #: The one owner of the computed result (views subscribe to ``results.changed``).
+        self.results = Results(self)
 
     # -- read access ------------------------------------------------------------------
     @property
@@ -230,41 +231,9 @@ class Session:
         self.events.message.emit(text, level)
 
     # -- results ------------------------------------------------------------------------
-    def compute_inputs(self) -> dict[str, Any]:
-        """Arrays and options for one attention run, copied so a worker can own them."""
-        dtype = np.dtype(self.options.dtype)
-        return {
-            "query": self._query.astype(dtype, copy=True),
-            "key": self._key.astype(dtype, copy=True),
-            "value": self._value.astype(dtype, copy=True),
-            "strategy": self.options.strategy,
-            "scale": self.options.scale,
-            "causal": self.options.causal,
-            "revision": self.revision,
-        }
-
     def result(self) -> AttentionResult:
-        """The attention result for the current numbers and options (computed here, cached)."""
-        if self._result_cache is not None and self._result_cache[0] == self.revision:
-            return self._result_cache[1]
-        inputs = self.compute_inputs()
-        result = compute_attention(
-            inputs["query"],
-            inputs["key"],
-            inputs["value"],
-            strategy=inputs["strategy"],
-            scale=inputs["scale"],
-            causal=inputs["causal"],
-        )
-        self._result_cache = (self.revision, result)
-        return result
-
-    def accept_result(self, revision: int, result: AttentionResult) -> bool:
-        """Cache a result computed elsewhere (a worker); False if it is stale."""
-        if revision != self.revision:
-            return False
-        self._result_cache = (revision, result)
-        return True
+        """The attention result for the current numbers and options (see :class:`Results`)."""
+        return self.results.compute_now()
 
     # -- undo / redo ----------------------------------------------------------------------
     def _push(self, text: str, undo: Callable[[], None], redo: Callable[[], None]) -> None:
@@ -473,8 +442,9 @@ class Session:
                 return False
         old = self.snapshot()
         # Options are not on the undo stack: undoing a resize must not revert a
-        # strategy or dtype chosen since. Only a load that set options puts them back.
-        old_options = self.options if options is not None else None
+        # strategy or dtype chosen since. Only a load that set options puts them back,
+        # and never a stepper position: an undo ends a step-through (step = -1).
+        old_options = replace(self.options, step=-1) if options is not None else None
         self._push(
             text, lambda: self._restore(old, old_options), lambda: self._restore(new, options)
         )

@@ -348,23 +348,34 @@ class Stepper:
         self._cursor = max(-1, min(step, len(self._trace) - 1))
         if self._cursor >= 0 and self.strategy != "loop":
             self._cursor = self._next_end(self._cursor - 1)
-        self._active = self._active or step >= 0
+        self._active = step >= 0
 
     # -- following the session ---------------------------------------------------------
-    def _on_values_changed(self, matrix: str) -> None:
-        if matrix not in ("query", "key"):
-            return
-        self._trace = self._build_trace()  # same shape: stay at the same cursor
-        if self._prediction is not None:
-            self._prediction = self._question(self._prediction.cell) if self.needs_answer else None
+    def _end(self) -> None:
+        """End the step-through: the numbers being stepped through are no longer the session's.
+
+        Called on an edit, a shape change, an undo, a strategy or dtype switch, so the
+        views always show the complete current result. The step option is reset
+        only if it still mirrors this cursor: a load that set its own step (a
+        session saved mid-step) is followed by an ``options("all")`` event that
+        puts the stepper there.
+        """
+        self._prediction = None
+        mirrored = self.session.options.step == self._cursor
+        self._cursor = -1
+        self._active = False
+        if mirrored:
+            self._write_step()
         self._changed()
+
+    def _on_values_changed(self, matrix: str) -> None:
+        if matrix in ("query", "key"):
+            self._trace = self._build_trace()
+        self._end()
 
     def _on_shape_changed(self) -> None:
         self._trace = self._build_trace()
-        self._prediction = None
-        self._cursor = -1  # a different loop nest: start again
-        self._write_step()
-        self._changed()
+        self._end()
 
     def _on_tokens_changed(self) -> None:
         if self._prediction is not None:
@@ -377,22 +388,18 @@ class Stepper:
                 self._prediction = None
                 self._sync_cursor_from_session()
                 self._changed()
-        elif name == "strategy":
-            # matmul and batched show whole calls: keep only the calls already complete
-            self._prediction = None
-            unit = self.unit_size
-            self._cursor = max(-1, ((self._cursor + 1) // unit) * unit - 1)
-            self._write_step()
-            self._changed()
+        elif name in ("strategy", "dtype"):
+            if name == "dtype":
+                self._trace = self._build_trace()
+            self._end()
         elif name in ("granularity", "predict"):
             if not self.predicting:
                 self._prediction = None
             self._changed()
-        elif name in ("dtype", "all"):
+        elif name == "all":
             self._trace = self._build_trace()
             self._prediction = None
             self._sync_cursor_from_session()
-            self._write_step()
             self._changed()
 
     # -- what is shown ---------------------------------------------------------------------

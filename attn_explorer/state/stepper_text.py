@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attn_explorer.compute import LoopTrace, TimingResult, call_counts, strategy_source
+from attn_explorer.state.formatting import format_seconds
 from attn_explorer.state.session import format_number
 
 if TYPE_CHECKING:
@@ -142,15 +143,6 @@ def summary_text(query_shape: tuple[int, ...], key_shape: tuple[int, ...]) -> st
     calls = query_shape[0] * query_shape[1]
     matmul = "1 call per head" + (f" ({calls:,} calls)" if calls != 1 else "")
     return f"loop: {counts['loop']} · matmul: {matmul} · batched: 1 call"
-
-
-def format_seconds(seconds: float) -> str:
-    """``12.3 µs``, ``4.56 ms`` or ``1.23 s``."""
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.3g} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds:.3g} s"
 
 
 def timing_text(results: dict[str, TimingResult]) -> str:

@@ -1,4 +1,4 @@
-"""Start the GUI: QApplication, the window, an optional session file or the autosave."""
+"""Start the GUI: QApplication, the window, an optional session file or the last document."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def run_app(session_path: str | None = None) -> int:
-    """Open the window (on ``session_path`` or the autosaved last session); run the event loop."""
+    """Open the window (on ``session_path``, else see ``FileCommands.start``); run the app."""
     from PySide6.QtWidgets import QApplication
 
     from attn_explorer.ui.settings import APPLICATION, ORGANIZATION
@@ -17,7 +17,6 @@ def run_app(session_path: str | None = None) -> int:
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName(APPLICATION)
     app.setDesktopFileName("io.github.attn_explorer.AttentionExplorer")
-    from attn_explorer.ui import menus
     from attn_explorer.ui.icons import app_icon
     from attn_explorer.ui.main_window import MainWindow
 
@@ -27,36 +26,14 @@ def run_app(session_path: str | None = None) -> int:
         if not Path(session_path).exists():
             print(f"attn-explorer: error: {session_path}: no such file", file=sys.stderr)
             return 2
-        if not menus.open_path(window, session_path):
-            message = window.statusBar().currentMessage()
-            print(f"attn-explorer: error: {message}", file=sys.stderr)
+        errors: list[str] = []
+        window.session.events.message.connect(lambda text, level: errors.append(text))
+        if not window.files.open_path(session_path):
+            print(
+                f"attn-explorer: error: {errors[-1] if errors else session_path}", file=sys.stderr
+            )
             return 2
     else:
-        restore_autosave(window)
+        window.files.start()  # recovered unsaved work, the last document, or the worked example
     window.show()
     return app.exec()
-
-
-def restore_autosave(window: object) -> bool:
-    """Reopen the last session from the autosave, if there is a readable one."""
-    from attn_explorer.state.io import SessionFileError, load_session
-    from attn_explorer.ui import menus
-
-    path = menus.autosave_path()
-    if not path.exists():
-        return False
-    try:
-        loaded = load_session(path)
-    except SessionFileError as exc:
-        window.statusBar().showMessage(f"The autosaved session could not be restored: {exc}")  # type: ignore[attr-defined]
-        return False
-    session = window.session  # type: ignore[attr-defined]
-    if session.load(loaded.snapshot, loaded.options, "restore autosave"):
-        session.name = loaded.name
-        session.clear_history()
-        session.mark_saved(None)
-        window.statusBar().showMessage(  # type: ignore[attr-defined]
-            "Restored your last session (autosaved). File ▸ New session starts again.", 8000
-        )
-        return True
-    return False

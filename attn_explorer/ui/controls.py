@@ -27,16 +27,7 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.compute import LIMITS, STAGES, STRATEGIES, strategy_source
 from attn_explorer.state import Session
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration in s, ms or µs, e.g. ``2.31 ms``."""
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.1f} µs"
-
+from attn_explorer.state.results import Results
 
 STRATEGY_TIPS = {
     "loop": "Nested Python loops over (b, h, i, j, d): one multiply-add at a time (key 1)",
@@ -235,9 +226,10 @@ def _source(strategy: str) -> str:
 class CodePanel(QWidget):
     """The strategy's core lines — the very text the compute layer runs — and how it agreed."""
 
-    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+    def __init__(self, session: Session, results: Results, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
+        self.results = results
         self.provenance = QLabel()
         self.provenance.setWordWrap(True)
         self.provenance.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -261,7 +253,10 @@ class CodePanel(QWidget):
         session.events.options.connect(
             lambda name: name == "step" or self.set_strategy(session.options.strategy)
         )
+        session.events.shape.connect(lambda: self.set_strategy(session.options.strategy))
+        results.changed.connect(self.set_provenance)
         self.set_strategy(session.options.strategy)
+        self.set_provenance()
 
     def set_strategy(self, name: str) -> None:
         text = _source(name)
@@ -278,5 +273,6 @@ class CodePanel(QWidget):
         }[name]
         self.where.setText(where)
 
-    def set_provenance(self, text: str) -> None:
-        self.provenance.setText(text)
+    def set_provenance(self) -> None:
+        """How the shown result was computed and whether the strategies agree."""
+        self.provenance.setText(self.results.provenance())

@@ -16,9 +16,9 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QLabel, QMenu, QVBoxLayout, QWidget
 
 from attn_explorer.colormaps import lut, stage_range, to_rgb
-from attn_explorer.compute import AttentionResult
 from attn_explorer.state import Session
-from attn_explorer.state.stepper import Frame
+from attn_explorer.state.results import Results
+from attn_explorer.state.stepper import Frame, Stepper
 
 # Dark text on the white plot background: titles and axes must read well.
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, foreground=(40, 40, 40))
@@ -137,13 +137,18 @@ class HeatmapGrid(QWidget):
     headActivated = Signal(int)
     exportRequested = Signal(str)  # "current" or "montage"
 
-    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, session: Session, results: Results, stepper: Stepper, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.session = session
+        self.results = results
+        self.stepper = stepper
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
         self.hover = QLabel("Hover a heatmap for (head, query i, key j, value).")
         self.hover.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.hover.setTextFormat(Qt.TextFormat.PlainText)  # token names are text, never HTML
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.view, 1)
@@ -165,6 +170,13 @@ class HeatmapGrid(QWidget):
         )
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.view.customContextMenuRequested.connect(self._context_menu)
+        results.changed.connect(self.refresh)
+        session.events.options.connect(self._on_option_changed)
+        session.events.tokens.connect(self._on_tokens_changed)
+        session.events.shape.connect(lambda: self.set_enlarged(None, redraw=False))
+        stepper.changed.connect(self.set_frame)
+        self._frame = stepper.frame()
+        self.refresh()
 
     def _context_menu(self, pos: object) -> None:
         menu = QMenu(self)
@@ -205,12 +217,7 @@ class HeatmapGrid(QWidget):
         # Many small heads: axes would crowd out the cells, so thumbnails show only their
         # title; the hover read-out and the enlarged head (double-click) carry the labels.
         compact = len(heads) > COMPACT_HEADS
-        self.hover.setText(
-            "rows = query i, columns = key j — hover a cell for its value; double-click a "
-            "head to enlarge it"
-            if compact
-            else "Hover a heatmap for (head, query i, key j, value)."
-        )
+        self.hover.setText(self._hover_hint())
         for n, h in enumerate(heads):
             row, col = divmod(n, columns)
             plot = HeadPlot(f"head {h + 1}", compact, self._stage)
@@ -236,6 +243,14 @@ class HeatmapGrid(QWidget):
             self.view.addItem(bar, row=0, col=columns, rowspan=max(1, rows))
             self.bars.append(bar)
 
+    def _hover_hint(self) -> str:
+        if len(self._heads_shown()) > COMPACT_HEADS:
+            return (
+                "rows = query i, columns = key j — hover a cell for its value; double-click a "
+                "head to enlarge it"
+            )
+        return "Hover a heatmap for (head, query i, key j, value)."
+
     def _resize_plots(self, t_q: int, t_k: int) -> None:
         """New T or token names for the same heads: update ranges and ticks in place.
 
@@ -253,18 +268,30 @@ class HeatmapGrid(QWidget):
                 plot.bottom.set_tokens(tokens if fits else [])
 
     # -- updates ---------------------------------------------------------------------
-    def set_result(self, result: AttentionResult | None, stage: str) -> None:
-        """Show ``stage`` of every head of the selected batch entry."""
-        if result is None:
-            return
-        values = result.stage(stage)
+    def _on_option_changed(self, name: str) -> None:
+        if name in ("stage", "batch_index", "all"):
+            self.refresh()
+        elif name in ("shared_scale", "score_colormap", "weight_colormap"):
+            self.redraw()
+
+    def _on_tokens_changed(self) -> None:
+        self.redraw()  # the layout key holds the token names: axes relabel in place
+
+    def refresh(self) -> None:
+        """Show the selected stage of every head of the selected batch entry of the result."""
+        result = self.results.result
+        stage = self.session.options.stage
+        values = result.stage(stage) if result is not None else None
         if values is None:
             return
         b = min(self.session.options.batch_index, values.shape[0] - 1)
+        shape_changed = self._values is None or self._values.shape != values[b].shape
         if stage != self._stage:
             self._layout_key = None
         self._stage = stage
         self._values = values[b]  # (H, T_q, T_k)
+        if shape_changed:
+            self.hover.setText(self._hover_hint())  # a read-out of the old shape is wrong now
         self.redraw()
 
     def set_frame(self, frame: Frame | None) -> None:

@@ -6,8 +6,8 @@ lessons, the current step's text (Markdown, selectable, links of the form
 The runner does every change through the window's public actions; this panel
 only asks it to move and shows where it is. Progress lives in QSettings.
 
-``install(window)`` adds the dock, Help ▸ Lessons (F3) and, on first launch, a
-"Start here" button in the menu bar's corner.
+:class:`LessonsDock` holds the panel in the window, with the first-launch
+"Start here" button for the menu bar's corner.
 """
 
 from __future__ import annotations
@@ -209,6 +209,9 @@ class LessonsPanel(QWidget):
     def start_lesson(self, lesson_id: str, step: int | None = None) -> None:
         """Open a lesson at ``step`` (default: where the user left it) and set the window up."""
         lesson = self.lesson(lesson_id)
+        starting = self.runner is None or self.runner.lesson.id != lesson_id
+        if starting and not self.window_api.confirm_discard():
+            return  # the user kept their unsaved work
         if step is None:
             step = 0 if self.is_done(lesson_id) else self.saved_step(lesson_id)
         step = max(0, min(step, len(lesson.steps) - 1))
@@ -244,10 +247,14 @@ class LessonsPanel(QWidget):
         runner = self.runner
         assert runner is not None
         problem = ""
+        session = self.window_api.session
+        was_clean = not session.dirty
         try:
             how()
         except LessonError as exc:
             problem = f"This step could not be set up: {exc}"
+        if was_clean and session.dirty:
+            session.mark_saved()  # the lesson's own changes are not the user's unsaved work
         self._save_progress()
         self.show_step(problem)
         self._fill_list()
@@ -308,78 +315,53 @@ class LessonsPanel(QWidget):
             self.window_api.highlight(url.path() or url.toString().split(":", 1)[1], 0)
 
 
-# -- installing into the window ------------------------------------------------------------
-def install(window: QMainWindow) -> LessonsPanel:
-    """Add the Lessons dock, Help ▸ Lessons (F3) and the first-launch "Start here" button.
+# -- the dock in the window ---------------------------------------------------------------
+class LessonsDock(QDockWidget):
+    """The Lessons dock on the right, and the first-launch "Start here" button.
 
-    Returns the panel; ``panel.dock`` is its QDockWidget, ``panel.menu_action``
-    the Help menu entry and ``panel.start_button`` the corner button.
+    The window puts :attr:`start_button` in its menu bar's corner and calls
+    :meth:`open` from Help ▸ Lessons (F3).
     """
-    panel = LessonsPanel(window)
-    dock = QDockWidget("Lessons", window)
-    dock.setObjectName("lessons")
-    dock.setWidget(panel)
-    dock.setAllowedAreas(
-        Qt.DockWidgetArea.RightDockWidgetArea | Qt.DockWidgetArea.LeftDockWidgetArea
-    )
-    # The right dock area takes the bottom-right corner, so the lesson text runs the full
-    # height of the window instead of sharing the top with the central views.
-    window.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
-    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
-    dock.hide()
-    panel.dock = dock  # type: ignore[attr-defined]
 
-    def clear_highlight(visible: bool) -> None:
+    def __init__(self, window: QMainWindow, lessons: list[Lesson] | None = None) -> None:
+        super().__init__("Lessons", window)
+        self.setObjectName("lessons")
+        self.panel = LessonsPanel(window, lessons)
+        self.setWidget(self.panel)
+        self.setAllowedAreas(
+            Qt.DockWidgetArea.RightDockWidgetArea | Qt.DockWidgetArea.LeftDockWidgetArea
+        )
+        self.visibilityChanged.connect(self._on_visibility_changed)
+        self.start_button = QPushButton("Start here: guided lessons")
+        self.start_button.setToolTip(f"Open the lessons (Help ▸ Lessons, {SHORTCUT})")
+        self.start_button.setFlat(True)
+        bold = self.start_button.font()
+        bold.setBold(True)
+        # a font, not a style sheet: the text follows light and dark palettes
+        self.start_button.setFont(bold)
+        self.start_button.clicked.connect(lambda: self.open(start_first=True))
+        self.start_button.setVisible(not settings().value(_key("welcomed"), False, type=bool))
+        self.panel.stepShown.connect(lambda *_: self._welcomed())
+
+    def _on_visibility_changed(self, visible: bool) -> None:
         # Closed by the user (not merely tabbed away): take the lesson's frame down too.
-        if not visible and dock.isHidden():
+        if not visible and self.isHidden():
             with contextlib.suppress(RuntimeError):  # the window is being destroyed
-                window.highlight(None)  # type: ignore[attr-defined]
+                self.panel.window_api.highlight(None)
 
-    dock.visibilityChanged.connect(clear_highlight)
+    def _welcomed(self) -> None:
+        settings().setValue(_key("welcomed"), True)
+        self.start_button.hide()
 
-    action = QAction("&Lessons", window)
-    action.setShortcut(QKeySequence(SHORTCUT))
-    action.setToolTip(f"Guided lessons: the article, step by step in this window ({SHORTCUT})")
-    action.setStatusTip(action.toolTip())
-    action.triggered.connect(lambda: open_panel(panel))
-    menu = getattr(window, "help_menu", None)
-    if menu is not None:
-        first = menu.actions()[0] if menu.actions() else None
-        menu.insertAction(first, action)
-        if first is not None:
-            menu.insertSeparator(first)
-    else:
-        window.addAction(action)
-    panel.menu_action = action  # type: ignore[attr-defined]
-
-    start = QPushButton("Start here: guided lessons")
-    start.setToolTip(f"Open the lessons (Help ▸ Lessons, {SHORTCUT})")
-    start.setFlat(True)
-    bold = start.font()
-    bold.setBold(True)
-    start.setFont(bold)  # a font, not a style sheet: the text follows light and dark palettes
-    start.clicked.connect(lambda: open_panel(panel, start_first=True))
-    window.menuBar().setCornerWidget(start, Qt.Corner.TopRightCorner)
-    start.setVisible(not settings().value(_key("welcomed"), False, type=bool))
-    panel.start_button = start  # type: ignore[attr-defined]
-    panel.stepShown.connect(lambda *_: _welcomed(panel))
-    return panel
-
-
-def _welcomed(panel: LessonsPanel) -> None:
-    settings().setValue(_key("welcomed"), True)
-    panel.start_button.hide()  # type: ignore[attr-defined]
-
-
-def open_panel(panel: LessonsPanel, *, start_first: bool = False) -> None:
-    """Show the dock (sized to read comfortably) and give it the keyboard focus."""
-    dock: QDockWidget = panel.dock  # type: ignore[attr-defined]
-    window = dock.parentWidget()
-    dock.show()
-    dock.raise_()
-    if isinstance(window, QMainWindow):
-        window.resizeDocks([dock], [DOCK_WIDTH], Qt.Orientation.Horizontal)
-    if start_first and panel.runner is None and panel.lessons:
-        panel.start_lesson(panel.current_lesson_id() or panel.lessons[0].id)
-    _welcomed(panel)
-    panel.lesson_list.setFocus()
+    def open(self, *, start_first: bool = False) -> None:
+        """Show the dock (sized to read comfortably) and give it the keyboard focus."""
+        window = self.parentWidget()
+        self.show()
+        self.raise_()
+        if isinstance(window, QMainWindow):
+            window.resizeDocks([self], [DOCK_WIDTH], Qt.Orientation.Horizontal)
+        panel = self.panel
+        if start_first and panel.runner is None and panel.lessons:
+            panel.start_lesson(panel.current_lesson_id() or panel.lessons[0].id)
+        self._welcomed()
+        panel.lesson_list.setFocus()

@@ -1,21 +1,25 @@
-"""The main window: builds the panels and menus and wires session events to views. No math.
+"""The main window: builds the panels, docks and menus and wires state to views. No math.
 
-Data flows one way: an edit goes into the :class:`Session`; the session's events
-schedule a (debounced) recompute; the result is pushed into the score grid and
-the heatmaps. Small shapes compute on the spot (within one frame of the edit);
-big ones compute in a worker and the newest edit wins.
+Data flows one way: an edit goes into the :class:`~attn_explorer.state.session.Session`;
+:class:`~attn_explorer.ui.recompute.Recompute` brings the session's
+:class:`~attn_explorer.state.results.Results` up to date (small shapes within a
+frame of the edit, big ones in a worker, newest edit wins); the score grid, the
+heatmaps and the code panel subscribe to the results, and the stepper's frame is
+an overlay on them. Every command is a named action in :mod:`.actions`; the file
+side (open, save, autosave) lives in :mod:`.files`.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtGui import QCloseEvent, QKeyEvent
 from PySide6.QtWidgets import (
+    QApplication,
     QDockWidget,
     QLabel,
     QMainWindow,
@@ -28,73 +32,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer import __version__
-from attn_explorer.compute import STRATEGIES, AttentionResult, attention, attention_scores
-from attn_explorer.compute.timing import estimate_loop_seconds
 from attn_explorer.state import Session, Snapshot
-from attn_explorer.state.stepper import Frame
+from attn_explorer.state.app import AppState
 from attn_explorer.ui import palette
-from attn_explorer.ui.controls import (
-    CodePanel,
-    OptionsBar,
-    SizeControls,
-    StrategyToggle,
-    format_seconds,
-)
+from attn_explorer.ui.actions import WindowActions, build_menu_bar, shortcut_rows
+from attn_explorer.ui.controls import CodePanel, OptionsBar, SizeControls, StrategyToggle
+from attn_explorer.ui.files import FileCommands
+from attn_explorer.ui.lessons_panel import LessonsDock
 from attn_explorer.ui.matrix_table import MatrixTable
+from attn_explorer.ui.recompute import Recompute
 from attn_explorer.ui.score_grid import ScoreGrid
 from attn_explorer.ui.settings import settings
-from attn_explorer.ui.workers import LatestRunner
+from attn_explorer.ui.stepper import StepperPanel
 
-#: Score cells (B·H·T·T) up to which results are computed on the GUI thread.
-SYNC_CELLS = 64 * 64 * 8
-#: The loop strategy is not run for results if it is predicted to take longer (s).
-LOOP_RESULT_LIMIT = 3.0
-#: The other strategies are run for the agreement check when the loop takes less (s).
-AGREEMENT_LOOP_LIMIT = 1.0
-#: A loop predicted to finish sooner than this (s) runs on the GUI thread, within the frame.
-SYNC_LOOP_SECONDS = 0.02
+if TYPE_CHECKING:
+    from attn_explorer.ui.heatmaps import HeatmapGrid
+    from attn_explorer.ui.model_view import ModelView
+    from attn_explorer.ui.timing_panel import TimingPanel
 
-
-def compute_job(inputs: dict[str, Any]) -> Any:
-    """Worker job: the attention result for ``inputs`` (the loop only if it is quick enough)."""
-
-    def job(progress: Any, should_stop: Any) -> tuple[int, AttentionResult, str]:
-        strategy = inputs["strategy"]
-        used = strategy
-        if strategy == "loop":
-            eta = estimate_loop_seconds(inputs["query"].shape, inputs["key"].shape)
-            if eta > LOOP_RESULT_LIMIT:
-                used = "batched"
-        result = attention(
-            inputs["query"],
-            inputs["key"],
-            inputs["value"],
-            strategy=used,
-            scale=inputs["scale"],
-            causal=inputs["causal"],
-        )
-        return inputs["revision"], result, used
-
-    return job
-
-
-def agreement_job(inputs: dict[str, Any]) -> Any:
-    """Worker job: max |difference| of the scores of every strategy against the chosen one."""
-
-    def job(progress: Any, should_stop: Any) -> tuple[int, dict[str, float]]:
-        chosen = inputs["strategy"]
-        scores = {
-            name: attention_scores(inputs["query"], inputs["key"], name) for name in STRATEGIES
-        }
-        diffs = {
-            name: float(np.max(np.abs(scores[name] - scores[chosen])))
-            for name in STRATEGIES
-            if name != chosen
-        }
-        return inputs["revision"], diffs
-
-    return job
+#: How long a status-bar message stays (ms): errors long enough to read, notes shorter.
+ERROR_MESSAGE_MS = 15_000
+INFO_MESSAGE_MS = 6_000
 
 
 class _FirstPaint(QObject):
@@ -113,67 +71,68 @@ class _FirstPaint(QObject):
 
 
 class _ShortcutGuard(QObject):
-    """Lets plain typing reach a table (to start editing) instead of window shortcuts 1/2/3."""
+    """Lets plain typing reach a table (to start editing) instead of the bare keys 1 / 2 / 3.
+
+    Chords with Ctrl or Alt still reach the window: Alt+1…3 switch strategy from a table.
+    """
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.ShortcutOverride:
-            key_event = event  # QKeyEvent
-            text = key_event.text()  # type: ignore[attr-defined]
-            if (
-                text
-                and text.isprintable()
-                and not key_event.modifiers()
-                & (  # type: ignore[attr-defined]
-                    Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
-                )
-            ):
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            text = event.text()
+            chord = event.modifiers() & (
+                Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
+            )
+            if text and text.isprintable() and not chord:
                 event.accept()
                 return True
         return False
 
 
 class MainWindow(QMainWindow):
-    """Attention Explorer's window. ``session`` is the single source of truth."""
+    """Attention Explorer's window over one :class:`AppState` (the single source of truth)."""
 
-    def __init__(self, session: Session | None = None, *, defer_plots: bool = False) -> None:
+    def __init__(
+        self,
+        session: Session | None = None,
+        *,
+        defer_plots: bool = False,
+        state: AppState | None = None,
+    ) -> None:
         """``defer_plots`` builds the pyqtgraph views just after the first paint (faster start)."""
         super().__init__()
         # Every Qt call from this thread releases and retakes the GIL; while a worker runs
         # pure-Python code (the loop strategy) retaking it waits up to the switch interval.
         # 1 ms instead of Python's 5 ms keeps those waits from adding up to visible stalls.
         sys.setswitchinterval(0.001)
-        self.session = session or Session()
-        self.ask_before_discard = True
-        self.result: AttentionResult | None = None
-        self.result_strategy = self.session.options.strategy
-        self.diffs: dict[str, float] = {}
-        self.frame: Frame | None = None
-        self.setWindowTitle("Attention Explorer")
+        self.state = state or AppState(session)
+        self.session = self.state.session
+        self.results = self.state.results
+        self.files = FileCommands(self, self.state)
+        self.recompute = Recompute(self.results, self)
+        self.heatmaps: HeatmapGrid | None = None  # built by _build_plots (pyqtgraph loads slowly)
+        self.timing_panel: TimingPanel | None = None
+        self.model_view: ModelView | None = None
+        self.model_dock: QDockWidget | None = None
         from attn_explorer.ui.icons import app_icon
 
         self.setWindowIcon(app_icon())
         self._build_views()
-        self._build_docks()
-        self._build_actions()
         self._build_status_bar()
-        self._connect_session()
-        self.runner = LatestRunner(self)
-        self.runner.finished.connect(self._on_worker_result)
-        self.runner.failed.connect(self._on_worker_failed)
-        self.runner.busy.connect(self._on_busy)
-        self.agreement_runner = LatestRunner(self)
-        self.agreement_runner.finished.connect(self._on_agreement)
-        self.agreement_runner.failed.connect(self._on_worker_failed)
-        self.agreement_pending = False
-        self._agreement_inputs: dict[str, Any] | None = None
-        self._agreement_timer = QTimer(self)
-        self._agreement_timer.setSingleShot(True)
-        self._agreement_timer.setInterval(150)
-        self._agreement_timer.timeout.connect(self._start_agreement)
-        self._debounce = QTimer(self)
-        self._debounce.setSingleShot(True)
-        self._debounce.setInterval(40)
-        self._debounce.timeout.connect(self.recompute)
+        self._build_docks()
+        self.commands = WindowActions(self)
+        docks = [self.inputs_dock, self.timing_dock, self.stepper_dock, self.lessons_dock]
+        self.menus = build_menu_bar(
+            self.menuBar(),
+            self.commands,
+            {
+                "Step": self.stepper.transport_actions(),
+                "View": [dock.toggleViewAction() for dock in docks],
+            },
+        )
+        for action in self.stepper.transport_actions():
+            action.triggered.connect(lambda _checked=False: self._show_dock(self.stepper_dock))
+        self.menuBar().setCornerWidget(self.lessons_dock.start_button, Qt.Corner.TopRightCorner)
+        self._connect_state()
         self.resize(1400, 900)
         self._restore_settings()
         if not defer_plots:
@@ -181,30 +140,25 @@ class MainWindow(QMainWindow):
         else:
             self._first_paint = _FirstPaint(self._build_plots)
             self.installEventFilter(self._first_paint)
-        self.recompute(sync=True)
+        self.recompute.run()
         self._update_title()
-        from attn_explorer.ui.lessons_panel import install
-
-        self.lessons = install(self)
 
     # -- construction ---------------------------------------------------------------------
     def _build_views(self) -> None:
-        s = self.session
+        s, results, stepper = self.session, self.results, self.state.stepper
         self.tables = {name: MatrixTable(s, name) for name in ("query", "key", "value")}
-        guard = _ShortcutGuard(self)
+        self._guard = _ShortcutGuard(self)
         for table in self.tables.values():
-            table.installEventFilter(guard)
-        self._guard = guard
-        self.score_grid = ScoreGrid(s)
-        self.heatmaps: Any = None  # built by _build_plots (pyqtgraph loads slowly)
-        self.timing_panel: Any = None
+            table.installEventFilter(self._guard)
+            stepper.changed.connect(table.set_frame)
+        self.score_grid = ScoreGrid(s, results, stepper)
         self.score_grid.cellClicked.connect(
             lambda i, j: self.seek_cell(s.options.batch_index, s.options.head, i, j)
         )
         self.strategy_toggle = StrategyToggle(s)
         self.options_bar = OptionsBar(s)
         self.size_controls = SizeControls(s)
-        self.code_panel = CodePanel(s)
+        self.code_panel = CodePanel(s, results)
 
         left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self.score_grid)
@@ -236,26 +190,23 @@ class MainWindow(QMainWindow):
         self.splitter = splitter
 
     def _build_plots(self) -> None:
-        """Create the pyqtgraph views (heatmaps, timing charts) and show the current result."""
+        """Create the pyqtgraph views (heatmaps, timing charts); they draw the current result."""
         if self.heatmaps is not None:
             return
         from attn_explorer.ui.heatmaps import HeatmapGrid
         from attn_explorer.ui.timing_panel import TimingPanel
 
         s = self.session
-        self.heatmaps = HeatmapGrid(s)
+        self.heatmaps = HeatmapGrid(s, self.results, self.state.stepper)
         self.heatmaps.cellClicked.connect(
             lambda h, i, j: self.seek_cell(s.options.batch_index, h, i, j)
         )
-        self.heatmaps.exportRequested.connect(self._export_from_heatmap)
+        self.heatmaps.exportRequested.connect(self.export_dialog)
         self.splitter.replaceWidget(1, self.heatmaps)
         self._plots_placeholder.deleteLater()
         self.timing_panel = TimingPanel(s)
         self.timing_dock.setWidget(self.timing_panel)
         self.splitter.setSizes([480, 600])
-        if self.result is not None:
-            self.show_result()
-        self.set_frame(self.frame)
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, name: str) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -289,10 +240,7 @@ class MainWindow(QMainWindow):
         self.timing_dock = self._dock(
             "Timing", QLabel("Loading charts…"), Qt.DockWidgetArea.BottomDockWidgetArea, "timing"
         )
-        from attn_explorer.ui.stepper import StepperPanel
-
-        self.stepper = StepperPanel(self.session)
-        self.stepper.frameChanged.connect(self.set_frame)
+        self.stepper = StepperPanel(self.session, self.state.stepper)
         scroll = QScrollArea()  # the panel scrolls rather than forcing a tall dock
         scroll.setWidget(self.stepper)
         scroll.setWidgetResizable(True)
@@ -302,11 +250,13 @@ class MainWindow(QMainWindow):
         )
         self.tabifyDockWidget(self.timing_dock, self.stepper_dock)
         self.stepper_dock.raise_()
-
-    def _build_actions(self) -> None:
-        from attn_explorer.ui import menus
-
-        menus.build_menus(self)
+        # The right dock area takes the bottom-right corner, so the lesson text runs the full
+        # height of the window instead of sharing the top with the central views.
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.lessons_dock = LessonsDock(self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.lessons_dock)
+        self.lessons_dock.hide()
+        self.lessons = self.lessons_dock.panel
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -321,181 +271,156 @@ class MainWindow(QMainWindow):
         self.busy.hide()
         bar.addPermanentWidget(self.busy)
         bar.addPermanentWidget(self.shape_label)
+        self._error_shown = ""
 
-    def _connect_session(self) -> None:
+    def _connect_state(self) -> None:
         ev = self.session.events
-        ev.values.connect(lambda matrix: self.schedule())
-        ev.shape.connect(self._on_shape_changed)
-        ev.tokens.connect(lambda: self.show_result())
-        ev.options.connect(self._on_option_changed)
         ev.message.connect(self._on_message)
         ev.dirty.connect(lambda dirty: self._update_title())
-
-    # -- session → views ------------------------------------------------------------------
-    def _on_shape_changed(self) -> None:
-        if self.heatmaps is not None:
-            self.heatmaps.set_enlarged(None, redraw=False)  # the new result redraws
-        self.schedule()
-
-    def _on_option_changed(self, name: str) -> None:
-        if name == "step":
-            return  # the stepper's position: the stepper's frame does the showing
-        if name in ("strategy", "scale", "causal", "dtype", "all"):
-            self.schedule()
-        elif name in (
-            "stage",
-            "head",
-            "batch_index",
-            "shared_scale",
-            "score_colormap",
-            "weight_colormap",
-        ):
-            self.show_result()
+        ev.document.connect(self._update_title)
+        ev.shape.connect(self._update_shape_label)
+        # A successful change makes an old complaint about a refused value out of date.
+        ev.values.connect(lambda matrix: self._clear_error())
+        ev.shape.connect(self._clear_error)
+        self.recompute.busy.connect(self.busy.setVisible)
         self._update_shape_label()
 
+    # -- state → window ---------------------------------------------------------------------
     def _on_message(self, text: str, level: str) -> None:
-        timeout = 0 if level == "error" else 6000
-        self.statusBar().showMessage(text, timeout)
+        error = level == "error"
+        self.statusBar().showMessage(text, ERROR_MESSAGE_MS if error else INFO_MESSAGE_MS)
+        self._error_shown = text if error else ""
 
-    def schedule(self) -> None:
-        """Recompute soon: small shapes within a frame, big ones debounced into the worker."""
-        b, h, t, _ = self.session.shape
-        if b * h * t * t <= SYNC_CELLS:
-            self.recompute(sync=True)
-        else:
-            self._debounce.start()
-
-    def recompute(self, sync: bool | None = None) -> None:
-        """Compute the current result (here if it is quick, else in the worker).
-
-        The agreement check of the other strategies always runs in the background.
-        """
-        b, h, t, _ = self.session.shape
-        inputs = self.session.compute_inputs()
-        eta = estimate_loop_seconds(inputs["query"].shape, inputs["key"].shape)
-        if sync is None or sync:
-            sync = b * h * t * t <= SYNC_CELLS and (
-                inputs["strategy"] != "loop" or eta < SYNC_LOOP_SECONDS
-            )
-        job = compute_job(inputs)
-        self.diffs = {}
-        self.agreement_pending = eta < AGREEMENT_LOOP_LIMIT
-        if sync:
-            try:
-                outcome = job(lambda f, m: None, lambda: False)
-            except ValueError as exc:
-                self._on_worker_failed(str(exc))
-                return
-            self._on_worker_result(outcome)
-        else:
-            self.runner.submit(job)
-        self.agreement_runner.cancel(quiet=True)
-        self._agreement_inputs = inputs if self.agreement_pending else None
-        if self.agreement_pending:
-            self._agreement_timer.start()  # after the edit has painted, not competing with it
-
-    def _start_agreement(self) -> None:
-        inputs = self._agreement_inputs
-        if inputs is not None and inputs["revision"] == self.session.revision:
-            self.agreement_runner.submit(agreement_job(inputs))
-
-    def _on_worker_result(self, outcome: object) -> None:
-        revision, result, used = outcome  # type: ignore[misc]
-        if not self.session.accept_result(revision, result):
-            return  # stale: a newer edit is on its way
-        self.result, self.result_strategy = result, used
-        self.show_result()
-
-    def _on_agreement(self, outcome: object) -> None:
-        revision, diffs = outcome  # type: ignore[misc]
-        if revision == self.session.revision:
-            self.diffs = diffs
-            self.agreement_pending = False
-            self._update_provenance()
-
-    def _on_worker_failed(self, message: str) -> None:
-        self.statusBar().showMessage(f"Could not compute: {message}")
-
-    def _on_busy(self, busy: bool) -> None:
-        self.busy.setVisible(busy)
-
-    def show_result(self) -> None:
-        """Push the cached result into the grid, the heatmaps and the read-outs."""
-        result = self.result
-        stage = self.session.options.stage
-        self.score_grid.set_result(result, stage)
-        if self.heatmaps is not None:
-            self.heatmaps.set_result(result, stage)
-        self.score_grid.set_frame(self.frame)
-        self._update_provenance()
-        self._update_shape_label()
-
-    def _update_provenance(self) -> None:
-        chosen = self.session.options.strategy
-        used = self.result_strategy
-        lines = [f"Result computed with <b>{used}</b>."]
-        if used != chosen:
-            shape = self.session.matrix("query").shape
-            eta = estimate_loop_seconds(shape, shape)
-            lines = [
-                f"The loop would take about {format_seconds(eta)} here, so the result shown was "
-                f"computed with <b>{used}</b> (the same numbers). Use Timing ▸ Run loop anyway "
-                "to time it."
-            ]
-        if self.agreement_pending and not self.diffs:
-            lines.append("Checking that the other strategies agree…")
-        elif self.diffs:
-            lines.append(
-                "Max |difference| vs "
-                + ", ".join(f"{name}: {value:.3g}" for name, value in self.diffs.items())
-                + (" — they agree." if max(self.diffs.values()) < 1e-3 else "")
-            )
-        else:
-            lines.append("Agreement check skipped: the loop would be slow on this shape.")
-        self.code_panel.set_provenance("<br>".join(lines))
-        self.code_panel.set_strategy(chosen)
+    def _clear_error(self) -> None:
+        if self._error_shown and self.statusBar().currentMessage() == self._error_shown:
+            self.statusBar().clearMessage()
+        self._error_shown = ""
 
     def _update_shape_label(self) -> None:
         self.shape_label.setText(self.session.shape_text())
 
-    def set_frame(self, frame: Frame | None) -> None:
-        """The stepper moved: highlight tables, fill the grid and heatmap progressively."""
-        self.frame = frame
-        for table in self.tables.values():
-            table.set_frame(frame)
-        self.score_grid.set_frame(frame)
-        if self.heatmaps is not None:
-            self.heatmaps.set_frame(frame)
-        step = frame.step if frame is not None else None
-        if step is not None and step.head != self.session.options.head:
-            self.session.set_option("head", step.head)  # follow the loop into the next head
+    def _update_title(self) -> None:
+        # "[*]" becomes "*" while modified; the platform adds " — Attention Explorer".
+        self.setWindowTitle(f"{self.state.document.name}[*]")
+        self.setWindowModified(self.session.dirty)
 
-    def _export_from_heatmap(self, heads: str) -> None:
-        from attn_explorer.ui import menus
+    def _show_dock(self, dock: QDockWidget) -> None:
+        """Bring a dock to the front: a command whose result appears there was used."""
+        dock.show()
+        dock.raise_()
 
-        menus.export_dialog(self, heads)
+    # -- commands (menus, lessons, tests) ---------------------------------------------------
+    @property
+    def ask_before_discard(self) -> bool:
+        return self.files.ask_before_discard
 
-    # -- public actions (menus, lessons, tests) ------------------------------------------
+    @ask_before_discard.setter
+    def ask_before_discard(self, ask: bool) -> None:
+        self.files.ask_before_discard = ask
+
+    def confirm_discard(self) -> bool:
+        """Ask Save / Discard / Cancel if replacing the numbers would lose unsaved work."""
+        return self.files.confirm_discard()
+
     def set_strategy(self, name: str) -> None:
         self.session.set_option("strategy", name)
 
     def set_stage(self, name: str) -> None:
         self.session.set_option("stage", name)
 
-    def load_preset(self, name: str, **kwargs: Any) -> bool:
-        from attn_explorer.state.presets import PRESETS
+    def load_preset(self, name: str, *, confirm: bool = False, **kwargs: Any) -> bool:
+        """Load a preset as an untitled document (lessons and tests; the menu asks first)."""
+        return self.files.load_preset(name, confirm=confirm, **kwargs)
 
-        preset = PRESETS[name](**kwargs) if kwargs else PRESETS[name]()
-        ok = self.session.load(preset.snapshot, preset.options, f"load {preset.title}")
-        if ok:
-            self.statusBar().showMessage(
-                f"Loaded preset: {preset.title} — {preset.description}", 8000
+    def take_model_head(self, head: dict[str, Any]) -> bool:
+        """Load one real head's Q, K, V (each (T, d_head)) into the tables; undoable, untitled."""
+        try:
+            tokens = [str(t) for t in head["tokens"]]
+            q, k, v = (
+                np.asarray(head[m], dtype=np.float64)[None, None] for m in ("query", "key", "value")
             )
-        return ok
+            layer, number = int(head["layer"]) + 1, int(head["head"]) + 1
+        except (KeyError, TypeError, ValueError) as exc:
+            self.session.report(f"Could not take the head: {exc}")
+            return False
+        options = replace(
+            self.session.options, head=0, batch_index=0, scale=True, stage="weights", step=-1
+        )
+        title = f"{head.get('model_name', 'model')} layer {layer} head {number}"
+        if not self.files.replace(
+            Snapshot(tuple(tokens), q, k, v), options, f"take {title}", title
+        ):
+            return False
+        self.session.report(
+            f"Loaded {title}: {len(tokens)} tokens, d = {q.shape[-1]}. Every explorer feature "
+            "now works on this real head.",
+            "info",
+        )
+        return True
 
-    def open_model_view(self) -> Any:
+    def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
+        """Step the loop to score cell (batch, head, i, j), in the stepper brought to the front."""
+        self.stepper.seek_cell(batch, head, i, j)
+        self._show_dock(self.stepper_dock)
+
+    def _focused_table(self) -> MatrixTable:
+        focus = QApplication.focusWidget()
+        while focus is not None and not isinstance(focus, MatrixTable):
+            focus = focus.parentWidget()
+        return focus if isinstance(focus, MatrixTable) else self.tables["query"]
+
+    def copy_cells(self) -> str:
+        return self._focused_table().copy_selection()
+
+    def paste_cells(self) -> bool:
+        return self._focused_table().paste()
+
+    def remove_current_token(self) -> bool:
+        index = self._focused_table().currentIndex()
+        return self.session.remove_token(
+            index.row() if index.isValid() else self.session.shape[2] - 1
+        )
+
+    def rename_current_token(self) -> None:
+        table = self._focused_table()
+        index = table.currentIndex()
+        table.rename_token(index.row() if index.isValid() else 0)
+
+    def toggle_enlarge(self) -> None:
+        if self.heatmaps is not None:
+            enlarged = self.heatmaps.enlarged
+            self.heatmaps.set_enlarged(None if enlarged is not None else self.session.options.head)
+
+    def export_dialog(self, heads: str | None = None) -> None:
+        from attn_explorer.ui.dialogs import export_dialog
+
+        export_dialog(self, self.session, heads)
+
+    def random_preset_dialog(self) -> None:
+        from attn_explorer.ui.dialogs import random_preset_dialog
+
+        random_preset_dialog(self, self.files)
+
+    def run_timing(self, run_loop: bool = False) -> None:
+        """Time the strategies on the current shape, in the Timing dock brought to the front."""
+        self._build_plots()
+        assert self.timing_panel is not None
+        self._show_dock(self.timing_dock)
+        self.timing_panel.run_timing(run_loop)
+
+    def run_sweep(self) -> None:
+        self._build_plots()
+        assert self.timing_panel is not None
+        self._show_dock(self.timing_dock)
+        self.timing_panel.run_sweep()
+
+    def cancel_timing(self) -> None:
+        if self.timing_panel is not None:
+            self.timing_panel.runner.cancel()
+
+    def open_model_view(self) -> ModelView:
         """Show the Model dock (real BERT-family attention), creating it on first use."""
-        if getattr(self, "model_view", None) is None:
+        if self.model_view is None or self.model_dock is None:
             from attn_explorer.ui.model_view import ModelView
 
             self.model_view = ModelView()
@@ -503,39 +428,31 @@ class MainWindow(QMainWindow):
             self.model_dock = self._dock(
                 "Model", self.model_view, Qt.DockWidgetArea.RightDockWidgetArea, "model"
             )
-        self.model_dock.show()
-        self.model_dock.raise_()
+        self._show_dock(self.model_dock)
         return self.model_view
 
-    def take_model_head(self, head: dict[str, Any]) -> bool:
-        """Load one real head's Q, K, V (each (T, d_head)) into the tables; undoable."""
-        tokens = [str(t) for t in head["tokens"]]
-        q, k, v = (
-            np.asarray(head[m], dtype=np.float64)[None, None] for m in ("query", "key", "value")
-        )
-        snapshot = Snapshot(tuple(tokens), q, k, v)
-        options = replace(
-            self.session.options, head=0, batch_index=0, scale=True, stage="weights", step=-1
-        )
-        title = (
-            f"{head.get('model_name', 'model')} layer {head['layer'] + 1} head {head['head'] + 1}"
-        )
-        if not self.session.load(snapshot, options, f"take {title}"):
-            return False
-        self.session.name = title.replace(" ", "-")
-        self.statusBar().showMessage(
-            f"Loaded {title}: {len(tokens)} tokens, d = {q.shape[-1]}. Every explorer feature "
-            "now works on this real head.",
-            8000,
-        )
-        return True
+    def open_model_folder(self) -> None:
+        self.open_model_view().choose_folder()
 
-    def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
-        self.stepper.seek_cell(batch, head, i, j)
+    def open_lessons(self) -> None:
+        self.lessons_dock.open()
+
+    def show_shortcuts(self) -> None:
+        QMessageBox.information(self, "Keyboard shortcuts", self.shortcuts_text())
+
+    def shortcuts_text(self) -> str:
+        """Every shortcut, read from the actions themselves (the README's table agrees)."""
+        rows = shortcut_rows([*self.commands.all(), *self.stepper.transport_actions()])
+        lines = [f"{keys} — {what}" for keys, what in rows]
+        lines.append(
+            "Alt+1 / Alt+2 / Alt+3 switch strategy while a table has the keyboard; "
+            "Escape gives the keyboard back to the window"
+        )
+        return "\n".join(lines)
 
     def highlight_targets(self) -> dict[str, QWidget]:
         """The controls a lesson may point at, by name."""
-        targets: dict[str, QWidget] = {
+        targets: dict[str, QWidget | None] = {
             "query_table": self.tables["query"],
             "key_table": self.tables["key"],
             "value_table": self.tables["value"],
@@ -552,9 +469,8 @@ class MainWindow(QMainWindow):
             "code_panel": self.code_panel,
             "timing": self.timing_panel,
             "shape_label": self.shape_label,
+            "stepper": self.stepper,
         }
-        if self.stepper is not None:
-            targets["stepper"] = self.stepper
         return {name: widget for name, widget in targets.items() if widget is not None}
 
     def highlight(self, name: str | None, duration_ms: int = 2500) -> None:
@@ -577,8 +493,7 @@ class MainWindow(QMainWindow):
         cls = type(widget).__name__
         widget.setStyleSheet(f"{cls} {{ border: 3px solid #ff8c00; }}")
         if name in ("timing", "stepper"):
-            dock = self.timing_dock if name == "timing" else self.stepper_dock
-            dock.raise_()
+            self._show_dock(self.timing_dock if name == "timing" else self.stepper_dock)
         if duration_ms > 0:
             QTimer.singleShot(duration_ms, lambda: self._clear_highlight(widget))
 
@@ -586,12 +501,6 @@ class MainWindow(QMainWindow):
         if widget.property("lessonHighlight"):
             widget.setProperty("lessonHighlight", False)
             widget.setStyleSheet(widget.property("plainStyle") or "")
-
-    def undo(self) -> None:
-        self.session.undo()
-
-    def redo(self) -> None:
-        self.session.redo()
 
     def set_dark(self, dark: bool) -> None:
         palette.apply(dark)
@@ -602,12 +511,7 @@ class MainWindow(QMainWindow):
 
         QMessageBox.about(self, "About Attention Explorer", about_text())
 
-    # -- title, settings, close -------------------------------------------------------------
-    def _update_title(self) -> None:
-        name = self.session.name or "untitled"
-        star = "*" if self.session.dirty else ""
-        self.setWindowTitle(f"{name}{star} — Attention Explorer {__version__}")
-
+    # -- settings, close --------------------------------------------------------------------
     def _default_dock_sizes(self) -> None:
         """First start: give the central views most of the height (docks stay resizable)."""
         self.resizeDocks([self.inputs_dock], [380], Qt.Orientation.Horizontal)
@@ -628,10 +532,9 @@ class MainWindow(QMainWindow):
         self._state_restored = state is not None and bool(
             self.restoreState(state)  # type: ignore[arg-type]
         )
-        dark = s.value("dark", False, type=bool)
-        if dark:
+        if s.value("dark", False, type=bool):
             palette.apply(True)
-            self.dark_action.setChecked(True)
+            self.commands.dark.setChecked(True)
 
     def save_settings(self) -> None:
         s = settings()
@@ -640,17 +543,18 @@ class MainWindow(QMainWindow):
         s.sync()
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        from attn_explorer.ui import menus
-
-        if not menus.confirm_discard(self):
+        if not self.files.close():
             event.ignore()
             return
-        self.runner.cancel(quiet=True)
+        self.shutdown()
+        self.save_settings()
+        event.accept()
+
+    def shutdown(self) -> None:
+        """Stop every timer and background job (the window is going away)."""
+        self.recompute.shutdown()
         if self.timing_panel is not None:
             self.timing_panel.runner.cancel(quiet=True)
-        self.save_settings()
-        menus.write_autosave(self, final=True)
         self.stepper.shutdown()
-        if getattr(self, "model_view", None) is not None:
+        if self.model_view is not None:
             self.model_view.shutdown()
-        event.accept()

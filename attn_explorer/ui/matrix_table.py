@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QFont, QKeySequence
+from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer.state import Session, format_number
+from attn_explorer.compute import LIMITS
+from attn_explorer.state import Session, format_number, parse_number
 from attn_explorer.state.session import MATRIX_LETTER
 from attn_explorer.state.stepper import Frame
 
@@ -184,22 +185,38 @@ class NumberDelegate(QStyledItemDelegate):
 _SPLIT = re.compile(r"[\t,; ]+")
 
 
-def parse_block(text: str) -> list[list[float]]:
-    """Numbers separated by tabs, commas or spaces, one row per line; ValueError if ragged."""
+def parse_block(
+    text: str, max_rows: int = LIMITS.max_tokens, max_cols: int = LIMITS.max_dim
+) -> list[list[float]]:
+    """Numbers separated by tabs, commas or spaces, one row per line; ValueError if ragged.
+
+    A block bigger than any table can be (``max_rows`` × ``max_cols``) is refused from
+    its line and field counts before anything is parsed, so a huge clipboard never
+    freezes the window. Each number is read exactly as a typed cell is
+    (:func:`~attn_explorer.state.session.parse_number`): the same text is refused in both.
+    """
+    lines = [line for line in text.strip("\n").splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("the clipboard holds no numbers")
+    if len(lines) > max_rows:
+        raise ValueError(
+            f"the pasted text has {len(lines):,} rows; a table has at most {max_rows:,} tokens"
+        )
     rows = []
-    for line in text.strip("\n").splitlines():
-        if not line.strip():
-            continue
+    for line in lines:
         cells = [c for c in _SPLIT.split(line.strip()) if c]
+        if len(cells) > max_cols:
+            raise ValueError(
+                f"a pasted row has {len(cells):,} numbers; a table has at most {max_cols:,} "
+                "dimensions"
+            )
         values = []
         for cell in cells:
             try:
-                values.append(float(cell))
-            except ValueError:
-                raise ValueError(f"{cell!r} in the pasted text is not a number") from None
+                values.append(parse_number(cell))
+            except ValueError as exc:
+                raise ValueError(f"in the pasted text, {exc}") from None
         rows.append(values)
-    if not rows:
-        raise ValueError("the clipboard holds no numbers")
     if len({len(r) for r in rows}) != 1:
         raise ValueError("the pasted rows have different lengths; paste a rectangular block")
     return rows
@@ -208,7 +225,8 @@ def parse_block(text: str) -> list[list[float]]:
 class MatrixTable(QTableView):
     """The view of one matrix: keyboard editing, block copy/paste, token context menu."""
 
-    cellHovered = Signal(int, int)
+    #: Escape gave the keyboard back to the window.
+    focusReleased = Signal()
 
     def __init__(self, session: Session, matrix: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -234,13 +252,8 @@ class MatrixTable(QTableView):
             f"{MATRIX_LETTER[matrix]}: rows are tokens, columns are dimensions d. "
             "Type to edit, Ctrl+C / Ctrl+V copy and paste blocks."
         )
-        copy = QAction("Copy", self, shortcut=QKeySequence.StandardKey.Copy)
-        copy.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
-        copy.triggered.connect(self.copy_selection)
-        paste = QAction("Paste", self, shortcut=QKeySequence.StandardKey.Paste)
-        paste.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
-        paste.triggered.connect(self.paste)
-        self.addActions([copy, paste])
+        # Copy and paste are the window's Edit actions (Ctrl+C / Ctrl+V), which act on this
+        # table while it has the focus: one definition of each shortcut, no ambiguity.
 
     def _fit_columns(self) -> None:
         """Few dimensions stretch to fill the table; many keep a readable width and scroll."""
@@ -268,10 +281,21 @@ class MatrixTable(QTableView):
         QApplication.clipboard().setText(text)
         return text
 
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        # Escape (not editing) hands the keyboard back to the window, so the bare
+        # strategy keys 1 / 2 / 3 work again instead of starting to edit a cell.
+        if event.key() == Qt.Key.Key_Escape and self.state() != self.State.EditingState:
+            self.clearFocus()
+            self.focusReleased.emit()
+            return
+        super().keyPressEvent(event)
+
     def paste(self, text: str | None = None) -> bool:
-        """Paste a block of numbers with its top-left at the current cell."""
+        """Paste a block of numbers (default: the clipboard's) at the current cell."""
         if text is None:
             text = QApplication.clipboard().text()
+        if not isinstance(text, str):
+            raise TypeError(f"paste: expected text, got {type(text).__name__}")
         letter = MATRIX_LETTER[self.matrix]
         try:
             block = parse_block(text)

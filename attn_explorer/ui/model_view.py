@@ -32,13 +32,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer.compute import STRATEGIES, estimate_loop_seconds
+from attn_explorer.compute import LOOP_BUDGET, STRATEGIES, estimate_loop_seconds
 from attn_explorer.models import SUMMARY_NAMES, BertModel, ModelAttention, find_models, load_model
 from attn_explorer.models.cli import DIVERGING_STOPS, SEQUENTIAL_STOPS
 
 DEBOUNCE_MS = 300
-#: The loop strategy is refused when its predicted time is over this many seconds.
-LOOP_LIMIT_SECONDS = 3.0
 
 
 def _colormap(stops: np.ndarray) -> pg.ColorMap:
@@ -73,7 +71,7 @@ def compute_attention(
         length = len(model.encode(text, pair).tokens)
         shape = (1, c.num_attention_heads, length, c.head_size)
         eta = estimate_loop_seconds(shape, shape) * c.num_hidden_layers
-        if eta > LOOP_LIMIT_SECONDS:
+        if eta > LOOP_BUDGET.result:
             raise ValueError(
                 f"The loop strategy would take about {eta:.0f} s for {length} tokens; "
                 "use matmul or batched, or a shorter sentence."
@@ -204,7 +202,7 @@ class ModelView(QWidget):
         self.summary_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
 
         self._build_layout()
-        self.open_button.clicked.connect(self._on_open_clicked)
+        self.open_button.clicked.connect(self.choose_folder)
         self.model_combo.currentIndexChanged.connect(self._on_input_changed)
         self.sentence_edit.textChanged.connect(self._on_input_changed)
         self.pair_edit.textChanged.connect(self._on_input_changed)
@@ -344,7 +342,8 @@ class ModelView(QWidget):
     # -- user intent ---------------------------------------------------------------------
 
     @Slot()
-    def _on_open_clicked(self) -> None:
+    def choose_folder(self) -> None:
+        """Ask for a model folder and add it to the picker."""
         folder = QFileDialog.getExistingDirectory(self, "Open a BERT model folder")
         if folder:
             self.set_model_folder(folder)

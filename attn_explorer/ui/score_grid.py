@@ -20,12 +20,16 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.colormaps import stage_range, to_rgb
-from attn_explorer.compute import AttentionResult
 from attn_explorer.state import Session, format_number
-from attn_explorer.state.stepper import Frame
+from attn_explorer.state.results import Results
+from attn_explorer.state.stepper import Frame, Stepper
 from attn_explorer.ui.matrix_table import display_number
 
 MAX_GRID_TOKENS = 16
+#: Options that change what the grid shows (without a recompute).
+VIEW_OPTIONS = frozenset(
+    ("stage", "head", "batch_index", "score_colormap", "weight_colormap", "all")
+)
 _Index = QModelIndex | QPersistentModelIndex
 
 STAGE_TITLES = {
@@ -176,13 +180,22 @@ class _OutlineDelegate(QStyledItemDelegate):
 
 
 class ScoreGrid(QWidget):
-    """Title, axis note and the coloured numeric grid; a note instead when T > 16."""
+    """Title, axis note and the coloured numeric grid; a note instead when T > 16.
+
+    Follows the application state: ``results.changed`` and the view options
+    redraw the values, the stepper's frame is an overlay on them (cells not yet
+    visited are dimmed and their value hidden while a step-through is in progress).
+    """
 
     cellClicked = Signal(int, int)
 
-    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, session: Session, results: Results, stepper: Stepper, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.session = session
+        self.results = results
+        self.stepper = stepper
         self.title = QLabel()
         self.title.setStyleSheet("font-weight: bold;")
         self.axes = QLabel("rows = query i, columns = key j")
@@ -201,10 +214,7 @@ class ScoreGrid(QWidget):
         self.table.setMouseTracking(True)
         self.table.clicked.connect(lambda idx: self.cellClicked.emit(idx.row(), idx.column()))
         self.table.setToolTip("Hover a cell for its working; click it to step the loop to it.")
-        self.note = QLabel(
-            f"The numeric grid is shown for up to {MAX_GRID_TOKENS} tokens; "
-            "see the heatmaps for larger sizes."
-        )
+        self.note = QLabel()
         self.note.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -214,29 +224,51 @@ class ScoreGrid(QWidget):
         layout.addWidget(self.note)
         layout.addStretch(0)  # takes the room only while the grid is hidden (T > 16)
         self.note.hide()
+        results.changed.connect(self.refresh)
+        session.events.options.connect(self._on_option_changed)
+        session.events.tokens.connect(self.refresh)
+        session.events.shape.connect(self.refresh)
+        stepper.changed.connect(self.set_frame)
+        self.refresh()
 
-    def set_result(self, result: AttentionResult | None, stage: str) -> None:
-        """Show ``stage`` of the selected (batch, head) of ``result``."""
-        b, h = self.session.options.batch_index, self.session.options.head
-        t = self.session.shape[2]
+    def _on_option_changed(self, name: str) -> None:
+        if name in VIEW_OPTIONS:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Show the selected stage of the selected (batch, head) of the current result."""
+        options = self.session.options
+        stage, b, h = options.stage, options.batch_index, options.head
         head_label = f"head {h + 1}" + (f", batch {b + 1}" if self.session.shape[0] > 1 else "")
         self.title.setText(f"{STAGE_TITLES[stage]} — {head_label}")
-        too_big = t > MAX_GRID_TOKENS
-        self.table.setVisible(not too_big)
-        self.note.setVisible(too_big)
-        if result is None or too_big:
-            return
-        values = result.stage(stage)
-        if values is None:
-            self.note.setText("No output: add V values to see weights @ V.")
-            self.note.show()
-            return
         self.axes.setText(
             "rows = query i, columns = dimension of V"
             if stage == "output"
             else "rows = query i, columns = key j"
         )
+        result = self.results.result
+        values = result.stage(stage) if result is not None else None
+        n_batch, n_heads, tokens, _ = self.session.shape
+        note = ""
+        if tokens > MAX_GRID_TOKENS:
+            note = (
+                f"The numeric grid is shown for up to {MAX_GRID_TOKENS} tokens; "
+                "see the heatmaps for larger sizes."
+            )
+        elif result is None:
+            note = self.results.error or "Computing…"
+        elif result.scores.shape[:3] != (n_batch, n_heads, tokens):
+            note = "Computing the new shape…"  # its result is on its way from the worker
+        elif values is None:
+            note = "No output: add V values to see weights @ V."
+        self.note.setText(note)
+        self.note.setVisible(bool(note))
+        self.table.setVisible(not note)
+        if note:
+            return
+        assert values is not None
         self.model.set_values(values[b, h], stage)
+        self.set_frame(self.stepper.frame())
 
     def set_frame(self, frame: Frame | None) -> None:
         """Stepping: show only computed cells; outline the one being filled."""
@@ -254,7 +286,9 @@ class ScoreGrid(QWidget):
         self.model.set_progress(frame.filled[b, h], current)
 
     def text_grid(self) -> list[list[str]]:
-        """What the user reads in the grid (for tests)."""
+        """What the user reads in the grid (empty while the grid is hidden)."""
+        if self.table.isHidden():
+            return []
         m = self.model
         return [
             [str(m.data(m.index(r, c))) for c in range(m.columnCount())]

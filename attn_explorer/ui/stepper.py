@@ -1,6 +1,7 @@
 """The stepper panel: play / pause / step / back controls driving the loop trace.
 
-A thin widget over :class:`attn_explorer.state.stepper.Stepper`: the model owns
+A thin widget over the application's :class:`attn_explorer.state.stepper.Stepper`
+(the model lives in the application state and outlives the panel): the model owns
 the position and every rule (granularity, strategy contrast, predict mode, edits
 while stepping); this panel turns user input into model calls, shows the model's
 :class:`Frame` (counter, working, code line, locals) and re-emits it as
@@ -76,11 +77,17 @@ class StepperPanel(QWidget):
     frameChanged = Signal(object)
 
     def __init__(
-        self, session: Session, parent: QWidget | None = None, *, measure_times: bool = True
+        self,
+        session: Session,
+        stepper: Stepper,
+        parent: QWidget | None = None,
+        *,
+        measure_times: bool = True,
     ) -> None:
+        """``stepper`` is the application's stepper model (it outlives this panel)."""
         super().__init__(parent)
         self.session = session
-        self.stepper = Stepper(session)
+        self.stepper = stepper
         self.export_frame_callback: Callable[[], None] = self.export_frame_default
         self._playing = False
         self._resume_after_answer = False
@@ -95,7 +102,7 @@ class StepperPanel(QWidget):
         # Clicking anywhere on the panel gives it the focus, so Space / arrows / Home / End work.
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.stepper.changed.connect(self._on_stepper_changed)
-        # The stepper outlives nothing: when the panel goes, it stops following the session.
+        # The model belongs to the application state: when the panel goes, it stops listening.
         self.destroyed.connect(functools.partial(_forget, self.stepper, self._on_stepper_changed))
         self._on_stepper_changed(self.stepper.frame())
 
@@ -246,6 +253,17 @@ class StepperPanel(QWidget):
         layout.addLayout(bottom)
         layout.addStretch(1)
         self._on_speed_changed()
+
+    def transport_actions(self) -> list[QAction]:
+        """Play, step, back, start, end and stop: for the window's Step menu."""
+        return [
+            self.play_action,
+            self.step_action,
+            self.back_action,
+            self.start_action,
+            self.end_action,
+            self.stop_action,
+        ]
 
     # -- public moves -------------------------------------------------------------------
     def frame(self) -> Frame | None:
@@ -489,4 +507,3 @@ class StepperPanel(QWidget):
 
 def _forget(stepper: Stepper, callback: Callable, *_: object) -> None:
     stepper.changed.disconnect(callback)
-    stepper.close()

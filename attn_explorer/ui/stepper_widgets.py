@@ -12,7 +12,13 @@ from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QTextCursor, QTextFormat
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSizePolicy, QTextEdit, QVBoxLayout, QWidget
 
-from attn_explorer.compute import STRATEGIES, LoopTrace, strategy_source, time_strategies
+from attn_explorer.compute import (
+    LOOP_BUDGET,
+    STRATEGIES,
+    LoopTrace,
+    strategy_source,
+    time_strategies,
+)
 from attn_explorer.state.stepper_text import summary_text, timing_text
 from attn_explorer.ui.workers import LatestRunner
 
@@ -194,7 +200,7 @@ class StrategySummary(QWidget):
                 key,
                 repeats=3,
                 min_seconds=0.005,
-                loop_budget=0.25,
+                loop_budget=LOOP_BUDGET.summary,
                 progress=progress,
                 should_stop=should_stop,
             )

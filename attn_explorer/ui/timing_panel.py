@@ -23,18 +23,17 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.background import in_process
 from attn_explorer.compute import (
+    LOOP_BUDGET,
     STRATEGIES,
     TimingResult,
     call_counts,
     macs,
 )
 from attn_explorer.state import Session
-from attn_explorer.ui.controls import format_seconds
+from attn_explorer.state.formatting import format_seconds
 from attn_explorer.ui.workers import LatestRunner
 
 COLOURS = {"loop": (230, 97, 1), "matmul": (94, 60, 153), "batched": (27, 158, 119)}
-#: A loop predicted to take longer than this (seconds) is shown as an estimate.
-LOOP_BUDGET = 1.0
 
 
 class _LogSecondsAxis(pg.AxisItem):
@@ -134,9 +133,9 @@ class TimingPanel(QWidget):
     # -- actions -------------------------------------------------------------------------
     def run_timing(self, run_loop: bool = False) -> None:
         """Measure the three strategies on the current inputs, in the worker."""
-        inputs = self.session.compute_inputs()
-        q, k = inputs["query"], inputs["key"]
-        budget = float("inf") if run_loop else LOOP_BUDGET
+        request = self.session.results.request()
+        q, k = request.query, request.key
+        budget = float("inf") if run_loop else LOOP_BUDGET.timing
 
         self._kind = "timing"
         # In a lower-priority process: the loop strategy is pure Python (see background.py).

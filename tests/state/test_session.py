@@ -784,38 +784,78 @@ def test_strategy_loop_matches_exactly_on_the_worked_example(session):
 
 
 def test_accept_result_drops_stale_revisions(session):
-    inputs = session.compute_inputs()
-    computed = attention(inputs["query"], inputs["key"], inputs["value"], scale=False)
+    request = session.results.request()
+    computed = request.run()
     session.set_cell("query", 0, 0, 2.0)  # the user typed while the worker ran
-    assert not session.accept_result(inputs["revision"], computed)
-    assert session.result() is not computed
+    assert not session.results.accept(computed)
+    assert session.result() is not computed.result
     assert s_row(session, 0) == [2.0, 0.0, 2.0]
-    fresh = session.compute_inputs()
-    again = attention(fresh["query"], fresh["key"], fresh["value"], scale=False)
-    assert session.accept_result(fresh["revision"], again)
-    assert session.result() is again
+    fresh = session.results.request().run()
+    assert session.results.accept(fresh)
+    assert session.result() is fresh.result
+
+
+def test_results_emit_changed_once_per_accepted_result(session):
+    seen = []
+    session.results.changed.connect(lambda: seen.append(session.results.result))
+    session.result()
+    assert len(seen) == 1 and seen[0] is session.result()
+    session.result()  # cached: nothing new to tell
+    assert len(seen) == 1
+    session.set_cell("query", 0, 0, 2.0)
+    assert not session.results.up_to_date
+    assert session.results.result is seen[0]  # the last result stays until the new one
+    session.result()
+    assert len(seen) == 2
+
+
+def test_results_agreement_and_provenance(session):
+    request = session.results.request()
+    session.results.begin(request)
+    session.results.accept(request.run())
+    assert session.results.agreement_pending
+    assert "Checking that the other strategies agree" in session.results.provenance()
+    assert session.results.accept_agreement(request.revision, request.agreement())
+    assert set(session.results.diffs) == {"loop", "matmul"}
+    assert max(session.results.diffs.values()) == 0.0
+    assert "they agree" in session.results.provenance()
+    assert "computed with <b>batched</b>" in session.results.provenance()
+
+
+def test_results_use_the_loop_only_within_its_budget(session, monkeypatch):
+    from attn_explorer.compute import LoopBudget
+    from attn_explorer.state.results import Results
+
+    session.set_option("strategy", "loop")
+    assert session.results.request().used == "loop"
+    session.results = Results(session, LoopBudget(result=0.0))
+    request = session.results.request()
+    assert request.used == "batched" and request.strategy == "loop"
+    session.result()
+    assert session.results.used == "batched"
+    assert "so the result shown was computed with <b>batched</b>" in (session.results.provenance())
 
 
 # -- compute inputs and read-only views ----------------------------------------------------
 
 
-def test_compute_inputs_are_copies(session):
-    inputs = session.compute_inputs()
-    assert inputs["strategy"] == "batched"
-    assert inputs["scale"] is False and inputs["causal"] is False
-    assert inputs["revision"] == 0
+def test_compute_requests_are_copies(session):
+    request = session.results.request()
+    assert request.strategy == "batched"
+    assert request.scale is False and request.causal is False
+    assert request.revision == 0
     for name in MATRICES:
-        inputs[name][...] = 99.0
+        getattr(request, name)[...] = 99.0
     assert session.head_matrix("query").tolist() == WORKED_Q
     assert session.result().scores[0, 0].tolist() == WORKED_S
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_compute_inputs_respect_dtype(session, dtype):
+def test_compute_requests_respect_dtype(session, dtype):
     session.set_option("dtype", dtype)
-    inputs = session.compute_inputs()
+    request = session.results.request()
     for name in MATRICES:
-        assert inputs[name].dtype == np.dtype(dtype)
+        assert getattr(request, name).dtype == np.dtype(dtype)
     assert session.matrix("query").dtype == np.float64  # storage stays full precision
     assert session.result().scores.dtype == np.dtype(dtype)
 

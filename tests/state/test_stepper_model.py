@@ -183,21 +183,48 @@ def test_matmul_fills_one_head_per_step_and_batched_all_at_once():
     assert stepper.frame().counter == "batched call 1 of 1 · all 4 heads in one call"
 
 
-def test_switching_to_matmul_keeps_only_complete_heads():
+def test_switching_strategy_ends_the_step_through():
     session, stepper = make("random")
+    seen = []
+    stepper.changed.connect(seen.append)
     stepper.seek_cell(0, 1, 2, 2)
     session.set_option("strategy", "matmul")
+    assert seen[-1] is None and stepper.frame() is None  # the views show the whole result
+    assert stepper.cursor == -1 and session.options.step == -1
+    stepper.step_forward()  # a new step-through, by matmul: one head per step
     assert stepper.frame().filled[0, 0].all() and not stepper.frame().filled[0, 1].any()
 
 
-def test_editing_a_value_mid_run_changes_the_next_partial_sum():
+def test_editing_a_value_mid_run_ends_the_step_through_and_the_next_uses_it():
     session, stepper = make()
     stepper.seek_cell(0, 0, 1, 0)  # q2·k1, d = 0 done: 0·1
     session.set_cell("key", 0, 1, 3.0)  # k1 = (1, 3)
-    assert stepper.cursor == stepper.trace.index_of_cell(0, 0, 1, 0)  # same step
+    assert stepper.frame() is None and stepper.cursor == -1
+    stepper.seek_cell(0, 0, 1, 0)
     stepper.step_forward()
     assert stepper.frame().step.partial_sum == 3.0  # 0·1 + 1·3
     assert stepper.frame().working == "0·1 + 1·3 = 3"
+
+
+def test_undo_ends_the_step_through_and_never_restores_a_position():
+    session, stepper = make()
+    session.load(preset("identity").snapshot, preset("identity").options, "load identity")
+    session.set_option("strategy", "loop")
+    steps(stepper, 5)
+    assert session.undo()
+    assert stepper.frame() is None and session.options.step == -1
+    assert session.redo()
+    assert stepper.frame() is None and session.options.step == -1
+
+
+def test_loading_a_session_saved_mid_step_reopens_at_its_step():
+    from dataclasses import replace
+
+    session, stepper = make()
+    steps(stepper, 3)
+    p = preset("exercise")
+    session.load(p.snapshot, replace(p.options, step=7), "open saved")
+    assert stepper.cursor == 7 and stepper.frame() is not None
 
 
 def test_shape_change_restarts_at_the_start():
@@ -205,8 +232,10 @@ def test_shape_change_restarts_at_the_start():
     steps(stepper, 5)
     session.insert_token()
     assert stepper.cursor == -1 and session.options.step == -1
-    assert stepper.frame().filled.shape == (1, 1, 4, 4)
+    assert stepper.frame() is None
     assert stepper.count == 32
+    stepper.step_forward()
+    assert stepper.frame().filled.shape == (1, 1, 4, 4)
 
 
 def test_step_option_from_the_session_seeks():

@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor, QImage
 from attn_explorer.lessons.engine import RESTORED_NOTE, Lesson, LessonRunner, Step, load_lessons
 from attn_explorer.lessons.registry import HIGHLIGHT_TARGETS
 from attn_explorer.ui import palette
-from attn_explorer.ui.lessons_panel import SHORTCUT, open_panel
+from attn_explorer.ui.lessons_panel import SHORTCUT
 from attn_explorer.ui.settings import settings
 
 S = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
@@ -26,9 +26,8 @@ def window(new_window, qtbot):
 
 @pytest.fixture
 def panel(window):
-    p = window.lessons  # MainWindow installs the lessons itself
-    open_panel(p)
-    return p
+    window.lessons_dock.open()
+    return window.lessons
 
 
 def grid(window) -> list[list[float | None]]:
@@ -61,7 +60,7 @@ def test_every_lesson_runs_to_its_end_and_keeps_its_promises(
     first = window.grab()
     assert not_blank(first.toImage())
     assert first.save(str(tmp_path / f"{lesson.id}.png"))
-    assert panel.dock.isVisible() and panel.text.toPlainText().strip()
+    assert window.lessons_dock.isVisible() and panel.text.toPlainText().strip()
     seen = 0
     while True:
         runner = panel.runner
@@ -192,27 +191,30 @@ def test_progress_is_remembered_across_windows(qtbot, window, panel, new_window)
 
 
 def test_help_menu_shortcut_and_start_here(qtbot, window, new_window):
-    p = window.lessons  # MainWindow installs the lessons itself
-    assert not p.dock.isVisible()
-    assert p.menu_action in window.help_menu.actions()
-    assert p.menu_action.shortcut().toString() == SHORTCUT
-    assert p.start_button.isVisible()  # first launch
-    qtbot.mouseClick(p.start_button, Qt.MouseButton.LeftButton)
-    assert p.dock.isVisible()
+    p, dock, action = window.lessons, window.lessons_dock, window.commands.lessons
+    assert not dock.isVisible()
+    assert action in window.menus["Help"].actions()
+    assert action.shortcut().toString() == SHORTCUT
+    assert dock.start_button.isVisible()  # first launch
+    qtbot.mouseClick(dock.start_button, Qt.MouseButton.LeftButton)
+    assert dock.isVisible()
     assert p.runner is not None and p.runner.lesson.id == LESSONS[0].id
-    assert not p.start_button.isVisible()
+    assert not dock.start_button.isVisible()
     assert settings().value("lessons/welcomed", False, type=bool)
-    p.dock.close()
-    p.menu_action.trigger()
-    assert p.dock.isVisible()
-    other = new_window().lessons
+    dock.close()
+    action.trigger()
+    assert dock.isVisible()
+    other = new_window().lessons_dock
     assert not other.start_button.isVisible()  # only on the first launch
 
 
 def test_dock_is_on_the_right_and_resizable(window, panel):
-    assert window.dockWidgetArea(panel.dock) == Qt.DockWidgetArea.RightDockWidgetArea
-    assert panel.minimumWidth() < panel.dock.width() or panel.dock.width() >= panel.minimumWidth()
-    assert panel.dock.features() & panel.dock.DockWidgetFeature.DockWidgetMovable
+    assert window.dockWidgetArea(window.lessons_dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert (
+        panel.minimumWidth() < window.lessons_dock.width()
+        or window.lessons_dock.width() >= panel.minimumWidth()
+    )
+    assert window.lessons_dock.features() & window.lessons_dock.DockWidgetFeature.DockWidgetMovable
     assert panel.text.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
 
 

@@ -47,8 +47,8 @@ def test_typing_q1_changes_scores_row_and_heatmap(qtbot, window):
         type_into_cell(qtbot, table, 0, 0, "2")
     assert window.session.head_matrix("query")[0].tolist() == [2.0, 0.0]
     assert grid_numbers(window)[0] == [2, 0, 2]
-    assert window.result is not None
-    assert window.result.scores[0, 0, 0].tolist() == [2.0, 0.0, 2.0]
+    assert window.results.result is not None
+    assert window.results.result.scores[0, 0, 0].tolist() == [2.0, 0.0, 2.0]
     after = window.heatmaps.images[0].image
     assert not np.array_equal(before, after)
 
@@ -78,23 +78,23 @@ def test_each_strategy_gives_identical_results(qtbot, window):
     for name in STRATEGIES:
         qtbot.mouseClick(window.strategy_toggle.buttons[name], Qt.MouseButton.LeftButton)
         assert window.session.options.strategy == name
-        assert window.result_strategy == name
-        results[name] = window.result.scores.copy()
+        assert window.results.used == name
+        results[name] = window.results.result.scores.copy()
         assert f"computed with <b>{name}</b>" in window.code_panel.provenance.text()
     np.testing.assert_allclose(results["loop"], results["batched"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(results["matmul"], results["batched"], rtol=1e-12, atol=1e-12)
-    qtbot.waitUntil(lambda: bool(window.diffs), timeout=5000)  # checked in the background
-    assert set(window.diffs) == {"loop", "matmul"}
-    assert max(window.diffs.values()) < 1e-9
+    qtbot.waitUntil(lambda: bool(window.results.diffs), timeout=5000)  # checked in the background
+    assert set(window.results.diffs) == {"loop", "matmul"}
+    assert max(window.results.diffs.values()) < 1e-9
     assert "they agree" in window.code_panel.provenance.text()
 
 
 def test_keys_1_2_3_switch_strategy(qtbot, window):
     window.heatmaps.setFocus()
     for key, name in zip((Qt.Key.Key_1, Qt.Key.Key_2, Qt.Key.Key_3), STRATEGIES, strict=True):
-        window.strategy_actions[name].trigger()
+        window.commands.strategies[name].trigger()
         assert window.session.options.strategy == name
-        assert window.strategy_actions[name].shortcut().toString() == chr(key)
+        assert window.commands.strategies[name].shortcut().toString() == chr(key)
 
 
 def test_code_panel_shows_the_compute_source(window):
@@ -120,10 +120,10 @@ def test_paste_block_then_undo_redo(qtbot, window):
     assert table.paste()
     assert window.session.head_matrix("key").tolist() == [[1, 0], [5, 6], [7, 8]]
     assert grid_numbers(window)[0] == [1, 5, 7]
-    window.undo_action.trigger()
+    window.commands.undo.trigger()
     assert window.session.head_matrix("key").tolist() == [[1, 0], [0, 1], [1, 1]]
     assert grid_numbers(window) == S
-    window.redo_action.trigger()
+    window.commands.redo.trigger()
     assert window.session.head_matrix("key")[2].tolist() == [7, 8]
 
 
@@ -154,7 +154,7 @@ def test_resize_and_undo_through_size_controls(qtbot, window):
     assert window.session.shape == (1, 2, 5, 2)
     assert window.tables["query"].model().rowCount() == 5
     assert len(window.heatmaps.plots) == 2
-    window.undo_action.trigger()
+    window.commands.undo.trigger()
     assert window.session.shape == (1, 1, 3, 2)
     assert grid_numbers(window) == S
 
@@ -170,11 +170,11 @@ def test_over_limit_resize_is_refused_and_state_kept(window):
 )
 def test_presets_load_and_show(window, name):
     assert window.load_preset(name)
-    assert window.result is not None
+    assert window.results.result is not None
     t = window.session.shape[2]
     assert window.tables["key"].model().rowCount() == t
     if name == "exercise":
-        assert window.result.scores[0, 0, 1, 3] == 0.0
+        assert window.results.result.scores[0, 0, 1, 3] == 0.0
     if name == "identity":
         assert grid_numbers(window) == np.eye(4).tolist()
 
@@ -182,7 +182,7 @@ def test_presets_load_and_show(window, name):
 def test_causal_toggle_hides_upper_triangle(window):
     window.session.set_option("stage", "weights")
     window.options_bar.causal.setChecked(True)
-    weights = window.result.weights[0, 0]
+    weights = window.results.result.weights[0, 0]
     assert np.all(np.triu(weights, 1) == 0)
     assert window.score_grid.text_grid()[0][1] == "0.00"
 
@@ -196,7 +196,8 @@ def test_large_size_computes_in_worker_and_stays_responsive(qtbot, window):
     window.load_preset("random", heads=4, tokens=512, dim=16, seed=1)
     assert window.score_grid.note.isVisible() or window.score_grid.table.isHidden()
     qtbot.waitUntil(
-        lambda: window.result is not None and window.result.scores.shape[-1] == 512, timeout=10000
+        lambda: window.results.result is not None and window.results.result.scores.shape[-1] == 512,
+        timeout=10000,
     )
     assert len(window.heatmaps.plots) == 4
     assert window.heatmaps.images[0].image.shape[0] <= 256  # downsampled to screen pixels
@@ -206,9 +207,10 @@ def test_loop_on_big_shape_falls_back_with_a_message(qtbot, window):
     window.load_preset("random", heads=8, tokens=512, dim=64, seed=1)
     window.set_strategy("loop")
     qtbot.waitUntil(
-        lambda: window.result is not None and window.result.scores.shape[-1] == 512, timeout=15000
+        lambda: window.results.result is not None and window.results.result.scores.shape[-1] == 512,
+        timeout=15000,
     )
-    assert window.result_strategy == "batched"
+    assert window.results.used == "batched"
     assert "loop would take about" in window.code_panel.provenance.text()
 
 
@@ -284,9 +286,9 @@ def test_hover_text_shows_working(window):
 
 
 def test_title_shows_unsaved_changes(window):
-    assert "*" not in window.windowTitle()
+    assert "*" not in window.windowHandle().title()
     window.session.set_cell("query", 0, 0, 3.0)
-    assert "*" in window.windowTitle()
+    assert "*" in window.windowHandle().title()
 
 
 def test_per_head_colour_scale_and_enlarge(window):

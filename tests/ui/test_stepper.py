@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QToolButton
 
 from attn_explorer.compute import LoopTrace
 from attn_explorer.state import Session, preset
+from attn_explorer.state.stepper import Stepper
 from attn_explorer.ui.stepper import StepperPanel
 from attn_explorer.ui.stepper_widgets import save_widget_png
 
@@ -21,7 +22,7 @@ def make_panel(qtbot):
         session = Session(p.snapshot, p.options)
         for key, value in {"strategy": "loop", **options}.items():
             session.set_option(key, value)
-        panel = StepperPanel(session, measure_times=measure_times)
+        panel = StepperPanel(session, Stepper(session), measure_times=measure_times)
         qtbot.addWidget(panel)
         panel.resize(760, 500)
         panel.show()
@@ -126,25 +127,29 @@ def test_code_view_highlights_the_innermost_line_during_multiply_adds(make_panel
     assert [line.strip() for line in panel.highlighted_lines()] == ["scores[i][j] = total"]
 
 
-def test_editing_a_value_mid_run_changes_the_next_partial_sum(make_panel):
+def test_editing_a_value_mid_run_ends_the_step_through(make_panel):
     panel = make_panel()
     frames = record(panel)
     panel.seek_cell(0, 0, 1, 0)  # q2·k1 after d = 0: 0·1
     panel.session.set_cell("key", 0, 1, 3.0)  # k1 = (1, 3)
-    assert frames[-1].cursor == frames[-2].cursor  # restarted at the same step
+    assert frames[-1] is None  # the views go back to the complete (new) result
+    assert panel.counter_label.text().startswith("Stopped")
+    panel.seek_cell(0, 0, 1, 0)
     panel.step_forward()
     assert frames[-1].step.partial_sum == 3.0
     assert panel.working_label.text() == "0·1 + 1·3 = 3"
 
 
-def test_shape_change_restarts_at_the_start(make_panel):
+def test_shape_change_ends_the_step_through(make_panel):
     panel = make_panel()
     for _ in range(4):
         panel.step_forward()
     panel.session.insert_token()
-    assert panel.frame().index == -1 and panel.frame().filled.shape == (1, 1, 4, 4)
+    assert panel.frame() is None
     assert panel.scrub_slider.value() == 0 and panel.scrub_slider.maximum() == 32
     assert "32 multiply-adds" in panel.summary_label.text()
+    panel.step_forward()
+    assert panel.frame().filled.shape == (1, 1, 4, 4)
 
 
 def test_predict_accepts_a_right_answer(make_panel, qtbot):

@@ -23,9 +23,9 @@ def test_take_head_loads_real_q_k_v_and_undo_restores(qtbot, window, tmp_path):
     np.testing.assert_allclose(window.session.head_matrix("query"), q, rtol=1e-6)
     np.testing.assert_allclose(window.session.head_matrix("key"), result.key[1, 0], rtol=1e-6)
     # the explorer's softmax weights equal the model's attention for that head
-    np.testing.assert_allclose(window.result.weights[0, 0], result.weights[1, 0], atol=1e-5)
+    np.testing.assert_allclose(window.results.result.weights[0, 0], result.weights[1, 0], atol=1e-5)
     assert "layer 2 head 1" in window.statusBar().currentMessage()
-    window.undo_action.trigger()
+    window.commands.undo.trigger()
     assert window.session.tokens == ["t1", "t2", "t3"]
 
 
