@@ -1,6 +1,6 @@
 """``attn-explorer export``: write heatmaps, CSV or NPZ without opening a window.
 
-    attn-explorer export SESSION.json --out DIR [--stage STAGE] [--heads all|montage|current|0,2]
+    attn-explorer export SESSION.json --out DIR [--stage STAGE] [--heads all|montage|current|1,3]
                          [--format png|svg|csv|npz] [--width PX]
     attn-explorer export --example worked --out DIR ...
     attn-explorer export --model FOLDER --text "..." [--text-pair "..."] --out DIR
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Write heatmaps (PNG/SVG), CSV or NPZ of a session, example or model.",
-        epilog="Heads are numbered from 0, as in the exported titles and file names.",
+        epilog="Heads are numbered from 1, as in the window, the exported titles and file names.",
     )
     source = parser.add_argument_group("what to export (one of)")
     source.add_argument("session", nargs="?", help="a saved session file (.json)")
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--heads",
         default="montage",
-        help="montage (one figure, default), all (one file each), current, or numbers like 0,2",
+        help="montage (one figure, default), all (one file each), current, or numbers like 1,3",
     )
     parser.add_argument("--format", choices=FORMATS, default="png", help="file format (png)")
     parser.add_argument("--width", type=int, default=1600, metavar="PX", help="image width (1600)")
@@ -61,14 +61,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def parse_heads(text: str) -> str | list[int]:
-    """``all`` / ``montage`` / ``current``, or comma-separated head numbers (from 0)."""
+    """``all`` / ``montage`` / ``current``, or comma-separated head numbers (from 1)."""
     if text in ("all", "montage", "current"):
         return text
     try:
         heads = [int(part) for part in text.split(",")]
     except ValueError:
         raise ExportCommandError(
-            f"--heads: {text!r} is not all, montage, current or head numbers like 0,2"
+            f"--heads: {text!r} is not all, montage, current or head numbers like 1,3"
         ) from None
     return heads
 

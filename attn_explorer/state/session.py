@@ -43,7 +43,7 @@ class Options:
     batch_index: int = 0
     head: int = 0
     dtype: str = "float64"
-    fill: str = "zero"
+    fill: str = "random"  # new cells visible in a heatmap, unlike zeros
     seed: int = 0
     granularity: str = "multiply-add"
     step: int = -1
@@ -563,7 +563,14 @@ class Session:
             for label, v, v0 in (("B", b, b0), ("H", h, h0), ("T", t, t0), ("d", d, d0))
             if v != v0
         ]
-        return self._structural("resize " + ", ".join(parts), new)
+        if not self._structural("resize " + ", ".join(parts), new):
+            return False
+        grew = b > b0 or h > h0 or t > t0 or d > d0
+        if grew and self.options.fill == "random":
+            self.report(
+                "New cells hold seeded random numbers (choose “new cells: 0” for zeros).", "info"
+            )
+        return True
 
     def load(self, snapshot: Snapshot, options: Options | None = None, text: str = "load") -> bool:
         """Replace every number and name at once (presets, examples, a model's head); undoable."""

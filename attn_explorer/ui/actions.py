@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 Shortcut = str | QKeySequence.StandardKey | Sequence[str] | None
 
+#: QAction properties read by :func:`shortcut_rows`.
+HELP_TEXT = "helpText"
+PRIMARY_ONLY = "helpPrimaryKeyOnly"
 #: Keys that work while a table has the keyboard (Alt+1…3) beside the bare 1…3.
 STRATEGY_KEYS = {name: (str(n + 1), f"Alt+{n + 1}") for n, name in enumerate(STRATEGIES)}
 
@@ -71,7 +74,8 @@ class WindowActions(QObject):
             "&Export heatmap…", w.export_dialog, "Ctrl+E",
             "Export the current head or all heads as PNG, SVG, CSV or NPZ",
         )  # fmt: skip
-        self.quit = act("&Quit", w.close, QKeySequence.StandardKey.Quit, "Close the window")
+        # Not StandardKey.Quit: it is empty on desktops without a platform theme.
+        self.quit = act("&Quit", w.close, "Ctrl+Q", "Close the window")
 
         # -- Edit
         self.undo = act(
@@ -188,8 +192,10 @@ class WindowActions(QObject):
         checkable: bool = False,
     ) -> QAction:
         action = QAction(text, self.window)
+        action.setProperty(HELP_TEXT, plain(text))  # the menu text may change (Undo edit Q)
         if isinstance(shortcut, QKeySequence.StandardKey):
             action.setShortcuts(shortcut)
+            action.setProperty(PRIMARY_ONLY, True)  # the platform's alternates are noise in help
         elif isinstance(shortcut, str):
             action.setShortcut(QKeySequence(shortcut))
         elif shortcut is not None:
@@ -272,11 +278,15 @@ def build_menu_bar(
 
 
 def shortcut_rows(actions: Sequence[QAction]) -> list[tuple[str, str]]:
-    """(keys, what) for every action with a shortcut: the F1 help and the README's table."""
+    """(keys, what) for every action with a shortcut: the F1 help and the README's table.
+
+    An action's ``helpText`` property, if set, names it (menu texts may change).
+    """
     rows = []
     for action in actions:
-        keys = [k.toString(QKeySequence.SequenceFormat.PortableText) for k in action.shortcuts()]
+        sequences = action.shortcuts()[:1] if action.property(PRIMARY_ONLY) else action.shortcuts()
+        keys = [k.toString(QKeySequence.SequenceFormat.PortableText) for k in sequences]
         keys = [k for k in keys if k]
         if keys:
-            rows.append((" / ".join(keys), plain(action.text())))
+            rows.append((" / ".join(keys), action.property(HELP_TEXT) or plain(action.text())))
     return rows

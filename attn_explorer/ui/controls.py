@@ -187,9 +187,12 @@ class SizeControls(QWidget):
             form.addWidget(spin, 0, n)
             self.spins[label] = spin
         self.fill = QComboBox()
-        self.fill.addItem("new cells 0", "zero")
-        self.fill.addItem("new cells random", "random")
-        self.fill.setToolTip("What new cells start at when you add tokens, dimensions or heads")
+        self.fill.addItem("new cells: seeded random", "random")
+        self.fill.addItem("new cells: 0", "zero")
+        self.fill.setToolTip(
+            "What new cells start at when you add tokens, dimensions or heads: seeded random "
+            "numbers (visible in the heatmaps, the same every time) or zeros"
+        )
         self.fill.currentIndexChanged.connect(
             lambda: session.set_option("fill", self.fill.currentData())
         )
@@ -208,7 +211,7 @@ class SizeControls(QWidget):
             with QSignalBlocker(self.spins[label]):
                 self.spins[label].setValue(value)
         with QSignalBlocker(self.fill):
-            self.fill.setCurrentIndex(0 if self.session.options.fill == "zero" else 1)
+            self.fill.setCurrentIndex(self.fill.findData(self.session.options.fill))
 
     def apply(self) -> None:
         b, h, t, d = (self.spins[k].value() for k in "BHTd")

@@ -210,8 +210,10 @@ class LessonsPanel(QWidget):
         """Open a lesson at ``step`` (default: where the user left it) and set the window up."""
         lesson = self.lesson(lesson_id)
         starting = self.runner is None or self.runner.lesson.id != lesson_id
-        if starting and not self.window_api.confirm_discard():
-            return  # the user kept their unsaved work
+        if starting:
+            if not self.window_api.confirm_discard():
+                return  # the user kept their unsaved work
+            self.window_api.session.mark_saved()  # saved or discarded: the lesson replaces it
         if step is None:
             step = 0 if self.is_done(lesson_id) else self.saved_step(lesson_id)
         step = max(0, min(step, len(lesson.steps) - 1))

@@ -193,6 +193,7 @@ class ModelView(QWidget):
         self._colorbar = pg.ColorBarItem(values=(0, 1), colorMap=WEIGHTS_MAP, interactive=False)
         self._colorbar.setImageItem(self._detail_image, insert_in=self._detail_plot)
         self.hover_label = QLabel(" ")
+        self.hover_label.setTextFormat(Qt.TextFormat.PlainText)  # tokens are text, never HTML
         self.take_button = QPushButton("Take this head into the explorer")
         self.take_button.setEnabled(False)
         self.summary_combo = QComboBox()
@@ -431,9 +432,9 @@ class ModelView(QWidget):
         self._thumbnails.clear()
         n_layers, n_heads = shape
         for head in range(n_heads):
-            self.grid.addLabel(f"H{head}", row=0, col=head + 1)
+            self.grid.addLabel(f"head {head + 1}", row=0, col=head + 1)
         for layer in range(n_layers):
-            self.grid.addLabel(f"L{layer}", row=layer + 1, col=0)
+            self.grid.addLabel(f"layer {layer + 1}", row=layer + 1, col=0)
             for head in range(n_heads):
                 box = self.grid.addViewBox(row=layer + 1, col=head + 1)
                 box.setAspectLocked(True)
@@ -468,7 +469,7 @@ class ModelView(QWidget):
         ticks = [[(i + 0.5, token) for i, token in enumerate(tokens)]]
         self._detail_plot.getAxis("left").setTicks(ticks)
         self._detail_plot.getAxis("bottom").setTicks(ticks)
-        self._detail_plot.setTitle(f"Layer {layer}, head {head}: {label}")
+        self._detail_plot.setTitle(f"layer {layer + 1} · head {head + 1}: {label}")
         self._detail_plot.getViewBox().autoRange(padding=0)
 
     @Slot()
@@ -480,8 +481,8 @@ class ModelView(QWidget):
         table = self.summary_table
         table.setRowCount(n_layers)
         table.setColumnCount(n_heads)
-        table.setVerticalHeaderLabels([f"L{layer}" for layer in range(n_layers)])
-        table.setHorizontalHeaderLabels([f"H{head}" for head in range(n_heads)])
+        table.setVerticalHeaderLabels([f"layer {layer + 1}" for layer in range(n_layers)])
+        table.setHorizontalHeaderLabels([f"head {head + 1}" for head in range(n_heads)])
         for layer in range(n_layers):
             for head in range(n_heads):
                 item = QTableWidgetItem(f"{values[layer, head]:.2f}")
@@ -500,6 +501,7 @@ class ModelView(QWidget):
             return
         data, _, _, label = self._values()
         self.hover_label.setText(
-            f"L{layer} H{head}: query {tokens[i]!r} (i={i}) → key {tokens[j]!r} (j={j}): "
+            f"layer {layer + 1} · head {head + 1}: query {tokens[i]!r} (i={i + 1}) → "
+            f"key {tokens[j]!r} (j={j + 1}): "
             f"{label} {data[layer, head, i, j]:.4f}"
         )

@@ -1,7 +1,7 @@
 """Heatmap figures drawn with QPainter, for PNG and SVG export. No widgets.
 
 A figure is one head, or a montage of heads in a grid, of one pipeline stage.
-Every panel is titled ``head h`` (zero-based, as in numpy and the file names),
+Every panel is titled ``head n`` (numbered from 1, as everywhere in the app),
 rows are ``query i`` and columns ``key j`` (``value dimension`` for ``output``),
 and a colour bar shows the range: one for the whole figure when the session uses
 a shared scale, one per panel otherwise. Colours come from
@@ -129,9 +129,9 @@ def build_figure(session: Session, stage: str, heads: Sequence[int]) -> Figure:
     for head in heads:
         values = np.asarray(data[head], dtype=np.float64)
         low, high = shared if options.shared_scale else stage_range(values, stage, cmap)
-        panels.append(Panel(f"head {head}", values, low, high))
+        panels.append(Panel(f"head {head + 1}", values, low, high))
     b = session.shape[0]
-    title = f"{session.name} · {STAGE_TITLES[stage]}" + (f" · batch {batch}" if b > 1 else "")
+    title = f"{session.name} · {STAGE_TITLES[stage]}" + (f" · batch {batch + 1}" if b > 1 else "")
     return Figure(
         title=title,
         stage=stage,
@@ -467,21 +467,23 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "session"
 
 
-def default_filename(session: Session, stage: str, heads: int | str, fmt: str) -> str:
+def default_filename(session: Session, stage: str, head_index: int | str, fmt: str) -> str:
     """What a file holds, in its name: ``worked-scores-head2.png``, ``worked-scores-all-heads.svg``.
 
-    ``heads`` is a head index or ``"montage"``; NPZ files hold every stage and head.
+    ``head_index`` is a head's index (0 is ``head1``, the first head) or ``"montage"``;
+    NPZ files hold every stage and head.
     """
     name = _safe_name(session.name)
     if session.shape[0] > 1:
-        name += f"-batch{session.options.batch_index}"
+        name += f"-batch{session.options.batch_index + 1}"
     if fmt == "npz":
         return f"{name}-all-stages.npz"
-    what = f"head{heads}" if isinstance(heads, int) else "all-heads"
+    what = f"head{head_index + 1}" if isinstance(head_index, int) else "all-heads"
     return f"{name}-{stage}-{what}.{fmt}"
 
 
 def _head_list(session: Session, heads: str | Sequence[int]) -> list[int]:
+    """Head indices from ``current`` / ``montage`` / ``all`` or head numbers (from 1)."""
     count = session.shape[1]
     if isinstance(heads, str):
         if heads == "current":
@@ -493,10 +495,10 @@ def _head_list(session: Session, heads: str | Sequence[int]) -> list[int]:
     if not chosen:
         raise ExportError("heads: no head chosen; give at least one head number")
     for head in chosen:
-        if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < count:
-            have = "only head 0" if count == 1 else f"heads 0..{count - 1} (numbered from 0)"
+        if isinstance(head, bool) or not isinstance(head, int) or not 1 <= head <= count:
+            have = "only head 1" if count == 1 else f"heads 1..{count}"
             raise ExportError(f"heads: there is no head {head}; this session has {have}")
-    return chosen
+    return [head - 1 for head in chosen]
 
 
 def _resolve_format(target: Path, fmt: str | None) -> tuple[bool, str]:
@@ -531,7 +533,7 @@ def export_heatmaps(
     :func:`default_filename` names; a missing folder is created). ``stage``
     defaults to the session's. ``heads``: ``"current"`` (the selected head),
     ``"montage"`` (all heads in one figure; for CSV one file per head),
-    ``"all"`` (one file per head) or a list of head indices (zero-based, one file
+    ``"all"`` (one file per head) or a list of head numbers (from 1, one file
     each). ``fmt``: png, svg, csv or npz (NPZ always holds every head and stage).
     Raises :class:`ExportError` with a message saying what to do.
     """
@@ -559,7 +561,9 @@ def export_heatmaps(
     elif len(jobs) == 1:
         paths = [target]
     else:
-        paths = [target.with_name(f"{target.stem}-head{job}{target.suffix}") for job in jobs]
+        paths = [
+            target.with_name(f"{target.stem}-head{int(job) + 1}{target.suffix}") for job in jobs
+        ]
     written = []
     for path, job in zip(paths, jobs, strict=True):
         written.append(

@@ -130,7 +130,8 @@ class ScoreGridModel(QAbstractTableModel):
         """Few enough digits to fit a cell of a 16×16 grid (the tooltip has them all)."""
         if self.stage == "weights":
             return f"{value:.2f}"
-        return display_number(value) if self.values.shape[0] <= 4 else f"{value:.3g}"
+        text = f"{value:.4g}" if self.values.shape[0] <= 4 else f"{value:.3g}"
+        return "0" if text == "-0" else text
 
     def working(self, r: int, c: int) -> str:
         """The hover text: q_i, k_j, the products per dimension and their sum."""

@@ -114,6 +114,7 @@ class StepperPanel(QWidget):
         action.setShortcut(QKeySequence(key))
         action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         action.setToolTip(f"{text} ({QKeySequence(key).toString()})")
+        action.setProperty("helpText", f"Stepper: {text.lower()} (while the stepper has focus)")
         action.triggered.connect(slot)
         self.addAction(action)  # the shortcut works while focus is anywhere in the panel
         return action
@@ -127,6 +128,7 @@ class StepperPanel(QWidget):
             "Step back", sp.SP_MediaSeekBackward, Qt.Key.Key_Left, self.step_back
         )
         self.play_action = self._action("Play", sp.SP_MediaPlay, Qt.Key.Key_Space, self.toggle_play)
+        self.play_action.setProperty("helpText", "Stepper: play / pause (while it has focus)")
         self.step_action = self._action(
             "Step forward", sp.SP_MediaSeekForward, Qt.Key.Key_Right, self.step_forward
         )

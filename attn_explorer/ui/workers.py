@@ -35,16 +35,22 @@ class _Task(QRunnable):
     def run(self) -> None:
         try:
             result = self.job(
-                lambda fraction, text: self.signals.progress.emit(self.ticket, fraction, text),
+                lambda fraction, text: self._emit("progress", self.ticket, fraction, text),
                 self.stop.is_set,
             )
         except Cancelled:
-            self.signals.cancelled.emit(self.ticket)
+            self._emit("cancelled", self.ticket)
         except Exception as exc:  # reported in the UI; the app stays usable
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            self.signals.failed.emit(self.ticket, detail)
+            self._emit("failed", self.ticket, detail)
         else:
-            self.signals.finished.emit(self.ticket, result)
+            self._emit("finished", self.ticket, result)
+
+    def _emit(self, name: str, *args: object) -> None:
+        try:
+            getattr(self.signals, name).emit(*args)
+        except RuntimeError:
+            pass  # the window closed while this job ran: nobody is left to tell
 
 
 class LatestRunner(QObject):

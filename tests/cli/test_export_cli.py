@@ -43,11 +43,11 @@ def test_example_png_headless(tmp_path, qapp):
 def test_session_file_svg_per_head(tmp_path):
     session = resource("examples", "causal.json")
     paths = written(
-        run(session, "--out", tmp_path, "--heads", "0,1", "--format", "svg", "--stage", "masked")
+        run(session, "--out", tmp_path, "--heads", "1,2", "--format", "svg", "--stage", "masked")
     )
     assert [os.path.basename(p) for p in paths] == [
-        "causal-masked-head0.svg",
         "causal-masked-head1.svg",
+        "causal-masked-head2.svg",
     ]
     for path in paths:
         text = Path(path).read_text(encoding="utf-8")
@@ -81,6 +81,10 @@ def error_line(result):
         (["--example", "nope"], "argument --example: invalid choice: 'nope'"),
         (["--example", "worked", "--stage", "softmax"], "invalid choice: 'softmax'"),
         (["--example", "worked", "--heads", "9"], "there is no head 9; this session has only"),
+        (
+            ["--example", "worked", "--heads", "0"],
+            "there is no head 0; this session has only head 1",
+        ),
         (["--example", "worked", "--heads", "two"], "--heads: 'two' is not all, montage"),
         (["--example", "worked", "--format", "jpg"], "invalid choice: 'jpg'"),
         (["--example", "worked", "--width", "5"], "width: 5 pixels is not allowed"),

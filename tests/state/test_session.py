@@ -55,7 +55,23 @@ class Recorder:
 
 @pytest.fixture
 def session() -> Session:
-    return Session()
+    """The worked example with zero-filled new cells, so resize tests can name every value."""
+    from dataclasses import replace
+
+    from attn_explorer.state.presets import worked_example
+
+    return Session(options=replace(worked_example().options, fill="zero"))
+
+
+def test_new_cells_default_to_seeded_random_values_not_blank_zeros():
+    session = Session()
+    assert session.options.fill == "random"
+    session.resize(tokens=5, heads=2)
+    new_head = session.matrix("query")[0, 1]
+    assert np.count_nonzero(new_head) == new_head.size  # visible in a heatmap
+    again = Session()
+    again.resize(tokens=5, heads=2)
+    np.testing.assert_array_equal(again.matrix("query"), session.matrix("query"))  # seeded
 
 
 @pytest.fixture
@@ -583,6 +599,7 @@ def test_undoing_a_resize_keeps_options_chosen_since(session):
 
 
 def test_load_a_preset_and_undo(session, events):
+    before = session.options
     p = preset("causal")
     assert session.load(p.snapshot, p.options, text="load causal")
     assert session.tokens == list(p.snapshot.tokens)
@@ -592,7 +609,7 @@ def test_load_a_preset_and_undo(session, events):
     assert {"shape", "tokens"} <= set(events.names())
     assert ("options", "all") in events.calls
     session.undo()
-    assert session.options == Session().options
+    assert session.options == before
     assert session.result().scores[0, 0].tolist() == WORKED_S
     session.redo()
     assert session.options.causal

@@ -106,7 +106,7 @@ def test_small_grid_exports_as_crisp_squares(tmp_path):
 
 def test_masked_cells_are_grey_and_named_in_the_legend(tmp_path):
     session = make_session("causal")
-    _, image = export_png(session, tmp_path, stage="masked", heads=[1])
+    _, image = export_png(session, tmp_path, stage="masked", heads=[2])  # head 2: index 1
     figure = build_figure(session, "masked", [1])
     assert figure.masked
     layout = layout_figure(figure, 1600)
@@ -119,7 +119,7 @@ def test_montage_has_a_panel_per_head_and_per_head_colour_bars(tmp_path):
     figure = build_figure(session, "scores", [0, 1, 2])
     layout = layout_figure(figure, 1600)
     assert len(layout.grids) == 3 and len(layout.bars) == 3
-    assert [p.title for p in figure.panels] == ["head 0", "head 1", "head 2"]
+    assert [p.title for p in figure.panels] == ["head 1", "head 2", "head 3"]
     ranges = {(p.low, p.high) for p in figure.panels}
     assert len(ranges) == 3
     shared = build_figure(make_session("random3"), "scores", [0, 1, 2])
@@ -152,7 +152,7 @@ def test_svg_parses_and_names_axes_and_heads(tmp_path):
         == f"0 0 1600 {layout_figure(build_figure(session, 'weights', [0, 1]), 1600).height}"
     )
     text = " ".join(t for t in root.itertext())
-    for label in ("head 0", "head 1", "query i", "key j", "weights", "The", "mat"):
+    for label in ("head 1", "head 2", "query i", "key j", "weights", "The", "mat"):
         assert label in text
     renderer = QSvgRenderer(str(path))
     assert renderer.isValid()
@@ -168,15 +168,15 @@ def test_svg_parses_and_names_axes_and_heads(tmp_path):
 # -- files, names, errors -------------------------------------------------------------------------
 def test_default_file_names(tmp_path):
     session = make_session("random3")
-    assert render.default_filename(session, "scores", 2, "png") == "random-scores-head2.png"
+    assert render.default_filename(session, "scores", 2, "png") == "random-scores-head3.png"
     assert render.default_filename(session, "weights", "montage", "svg") == (
         "random-weights-all-heads.svg"
     )
     session.name = "my session/1"
     written = export_heatmaps(session, tmp_path / "new" / "folder", heads="all", fmt="csv")
-    assert [p.name for p in written] == [f"my-session-1-scores-head{h}.csv" for h in range(3)]
-    written = export_heatmaps(session, tmp_path / "x.svg", heads=[0, 2])
-    assert [p.name for p in written] == ["x-head0.svg", "x-head2.svg"]
+    assert [p.name for p in written] == [f"my-session-1-scores-head{h}.csv" for h in (1, 2, 3)]
+    written = export_heatmaps(session, tmp_path / "x.svg", heads=[1, 3])
+    assert [p.name for p in written] == ["x-head1.svg", "x-head3.svg"]
 
 
 def test_csv_and_npz_via_export_round_trip(tmp_path):
@@ -208,7 +208,7 @@ ERRORS = {
     "unknown extension": (dict(target="out.jpg"), "unknown file type .jpg; name the file .png"),
     "unknown format": (dict(target=".", fmt="gif"), "unknown format 'gif'"),
     "format and name disagree": (dict(target="a.png", fmt="svg"), "ends in .png but the format"),
-    "bad head": (dict(target=".", heads=[7]), "there is no head 7; this session has heads 0..2"),
+    "bad head": (dict(target=".", heads=[7]), "there is no head 7; this session has heads 1..3"),
     "bad head word": (dict(target=".", heads="some"), "heads: unknown 'some'"),
     "bad stage": (dict(target=".", stage="softmax"), "stage: unknown 'softmax'"),
     "bad width": (dict(target=".", width=10), "width: 10 pixels is not allowed"),
