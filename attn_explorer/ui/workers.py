@@ -7,6 +7,7 @@ ticket of a :class:`LatestRunner` reaches the GUI, so stale results are dropped.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import traceback
 from collections.abc import Callable
@@ -47,10 +48,9 @@ class _Task(QRunnable):
             self._emit("finished", self.ticket, result)
 
     def _emit(self, name: str, *args: object) -> None:
-        try:
+        # RuntimeError: the window closed while this job ran; nobody is left to tell.
+        with contextlib.suppress(RuntimeError):
             getattr(self.signals, name).emit(*args)
-        except RuntimeError:
-            pass  # the window closed while this job ran: nobody is left to tell
 
 
 class LatestRunner(QObject):
