@@ -177,7 +177,7 @@ def check_values(name: str, array: np.ndarray, limit: float = MAX_ABS_VALUE) -> 
     check_finite(name, array)
     bad = tuple(int(x) for x in np.argwhere(np.abs(array) > limit)[0])
     raise ValueError(
-        f"{name}: entry {list(bad)} is {float(array[bad]):g}, over the limit of "
+        f"{name}: entry {list(bad)} is {float(array[bad])!r}, over the limit of "
         f"±{limit:g} (MAX_ABS_VALUE): larger values overflow the scores; use smaller numbers."
     )
 

@@ -411,8 +411,8 @@ class Session:
         if np.abs(values).max() > MAX_ABS_VALUE:  # larger values overflow the scores
             r, c = (int(x) for x in np.argwhere(np.abs(values) > MAX_ABS_VALUE)[0])
             self.report(
-                f"{self.cell_name(matrix, token + r, dim + c, h)}: {values[r, c]:g} is over the "
-                f"limit of ±{MAX_ABS_VALUE:g}; kept the old values"
+                f"{self.cell_name(matrix, token + r, dim + c, h)}: {float(values[r, c])!r} is "
+                f"over the limit of ±{MAX_ABS_VALUE:g}; kept the old values"
             )
             return False
         region = (b, h, slice(token, token + rows), slice(dim, dim + cols))
@@ -487,7 +487,7 @@ class Session:
             if array.size and np.abs(array).max() > MAX_ABS_VALUE:
                 where = [int(x) for x in np.argwhere(np.abs(array) > MAX_ABS_VALUE)[0]]
                 self.report(
-                    f"{text}: {name}{where} is {array[tuple(where)]:g}, over the limit of "
+                    f"{text}: {name}{where} is {float(array[tuple(where)])!r}, over the limit of "
                     f"±{MAX_ABS_VALUE:g}; kept the current table"
                 )
                 return False
