@@ -18,11 +18,11 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TextIO
 
 import numpy as np
 
@@ -531,13 +531,43 @@ def column_labels(session: Session, stage: str) -> list[str]:
     return session.tokens
 
 
+#: RFC 4180's line end. The csv module quotes a cell only for the characters of the line
+#: end it writes (before Python 3.12), so with "\n" alone a label holding "\r" was cut.
+CSV_LINE_END = "\r\n"
+#: First characters that make a spreadsheet read a cell as a formula (OWASP's list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_label(text: str) -> str:
+    """A token label as a CSV cell that a spreadsheet shows as text, never runs as a formula.
+
+    A label starting with ``= + - @``, tab or CR gets a leading apostrophe, as
+    spreadsheets expect; so does one that starts with an apostrophe, so that
+    :func:`read_csv` takes exactly one off every cell that has one. Numbers are
+    not labels: ``-1.5`` stays a number.
+    """
+    text = clean_text(text)
+    return "'" + text if text.startswith((*FORMULA_STARTS, "'")) else text
+
+
+def label_from_csv(cell: str) -> str:
+    """The label :func:`csv_label` wrote into ``cell``."""
+    return cell[1:] if cell.startswith("'") else cell
+
+
+def csv_rows(
+    row_labels: Sequence[str], col_labels: Sequence[str], matrix: np.ndarray
+) -> Iterator[list[str]]:
+    """The CSV table row by row: token labels as header row and first column, exact floats."""
+    yield ["query \\ key", *(csv_label(label) for label in col_labels)]
+    for label, row in zip(row_labels, matrix, strict=True):
+        yield [csv_label(label), *(repr(v) for v in row.tolist())]  # −inf kept as -inf
+
+
 def csv_text(row_labels: Sequence[str], col_labels: Sequence[str], matrix: np.ndarray) -> str:
     """A table with token labels as header row and first column; exact float repr (−inf kept)."""
     stream = io.StringIO()
-    writer = csv.writer(stream, lineterminator="\n")
-    writer.writerow(["query \\ key", *col_labels])
-    for label, row in zip(row_labels, matrix.tolist(), strict=True):
-        writer.writerow([label, *(repr(float(v)) for v in row)])
+    csv.writer(stream, lineterminator=CSV_LINE_END).writerows(csv_rows(row_labels, col_labels, matrix))
     return stream.getvalue()
 
 
@@ -547,35 +577,56 @@ def read_csv(path: str | os.PathLike[str]) -> tuple[list[str], list[str], np.nda
         rows = list(csv.reader(stream))
     header, body = rows[0], rows[1:]
     matrix = np.array([[float(v) for v in row[1:]] for row in body], dtype=np.float64)
-    return [row[0] for row in body], header[1:], matrix.reshape(len(body), len(header) - 1)
+    labels = [label_from_csv(row[0]) for row in body]
+    columns = [label_from_csv(cell) for cell in header[1:]]
+    return labels, columns, matrix.reshape(len(body), len(header) - 1)
+
+
+def _write_text(rows: Iterator[list[str]]) -> Callable[[BinaryIO], None]:
+    """A writer for :func:`write_atomic_with` that streams CSV rows as UTF-8."""
+
+    def write(stream: BinaryIO) -> None:
+        text: TextIO = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+        try:
+            csv.writer(text, lineterminator=CSV_LINE_END).writerows(rows)
+            text.flush()
+        finally:
+            text.detach()  # the caller closes the file
+
+    return write
 
 
 def write_csv(path: Path, session: Session, stage: str, head: int) -> Path:
-    """One head's ``stage`` matrix (of the selected batch) as CSV at ``path``."""
+    """One head's ``stage`` matrix (of the selected batch) as CSV at ``path``, row by row."""
     matrix = stage_array(session, stage)[session.options.batch_index, head]
-    text = csv_text(session.tokens, column_labels(session, stage), matrix)
-    return write_atomic(path, text.encode("utf-8"))
+    rows = csv_rows(session.tokens, column_labels(session, stage), matrix)
+    return write_atomic_with(path, _write_text(rows))
 
 
 def npz_arrays(session: Session) -> dict[str, np.ndarray]:
-    """Everything an NPZ export holds: Q, K, V (float64), every stage, tokens, options (JSON)."""
+    """Everything an NPZ export holds: Q, K, V (float64), every stage, tokens, options (JSON).
+
+    The arrays are the session's and the result's own (read-only views), not copies.
+    """
     result = session.result()
-    arrays: dict[str, np.ndarray] = {m: np.array(session.matrix(m)) for m in MATRICES}
+    arrays: dict[str, np.ndarray] = {m: session.matrix(m) for m in MATRICES}
     for stage in STAGES:
         value = result.stage(stage)
         if value is not None:
-            arrays[stage] = np.array(value)  # (B, H, T, T) or output (B, H, T, d_v)
-    arrays["tokens"] = np.array(session.tokens, dtype=str)
+            arrays[stage] = value  # (B, H, T, T) or output (B, H, T, d_v)
+    arrays["tokens"] = np.array([clean_text(t) for t in session.tokens], dtype=str)
     arrays["options"] = np.array(json.dumps(asdict(session.options)))
-    arrays["name"] = np.array(session.name)
+    arrays["name"] = np.array(clean_text(session.name))
     return arrays
 
 
 def write_npz(path: Path, session: Session) -> Path:
-    """All heads and stages as a compressed ``.npz`` (read with ``np.load(path)``)."""
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **npz_arrays(session))  # type: ignore[arg-type]
-    return write_atomic(path, buffer.getvalue())
+    """All heads and stages as a compressed ``.npz`` (read with ``np.load(path)``).
+
+    The archive is streamed into the temporary file: no second copy in memory.
+    """
+    arrays = npz_arrays(session)
+    return write_atomic_with(path, lambda stream: np.savez_compressed(stream, **arrays))  # type: ignore[arg-type]
 
 
 def guarded_write(path: Path, write: Callable[[], Path]) -> Path:
