@@ -140,7 +140,7 @@ class _Softmax:
                 overflowed = np.isneginf(blk) & ~np.isneginf(src)  # (heads, rows, T_k)
                 if visible is not None:
                     overflowed &= visible  # a hidden entry may overflow: it is −inf anyway
-                self._record_bad(block, overflowed.any(axis=-1))
+                self._record_bad(block, np.asarray(overflowed.any(axis=-1)))
         if visible is not None:
             np.copyto(blk, self.minus_inf, where=~visible)
 
