@@ -1,6 +1,6 @@
 """Reading the files a user chooses and writing every file the app writes. Qt-free.
 
-Two rules, each in one place:
+Three rules, each in one place:
 
 * **Read only regular files, and only up to a stated size.** A FIFO, a device
   (a link to ``/dev/zero``), a socket or a folder is refused from ``os.stat``
@@ -11,6 +11,7 @@ Two rules, each in one place:
   is flushed to disk and renamed over the target, so a full disk or a crash
   leaves the old file as it was; the temporary file is removed on failure, and
   ones left behind by a killed process are cleaned up by the next write.
+* **Write only text UTF-8 can hold:** :func:`clean_text` replaces unpaired surrogates.
 """
 
 from __future__ import annotations
@@ -32,6 +33,19 @@ STALE_TEMP_SECONDS = 3600
 
 class FileRefused(ValueError):
     """A user-chosen file cannot be read; the message (without the path) says why."""
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every unpaired surrogate (``\\ud800``) replaced by U+FFFD.
+
+    JSON's ``\\ud800`` escape and some clipboards produce them; UTF-8 cannot
+    encode them, so saving, CSV and NPZ would fail. Valid pairs are joined.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def os_error_reason(exc: OSError) -> str:

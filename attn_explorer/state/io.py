@@ -1,35 +1,46 @@
-"""Session files (versioned JSON) and the export helpers that need no widget (CSV, NPZ).
+"""Session files (versioned JSON): write, read and validate them. Qt-free.
 
-Qt-free. A session file holds the tokens, Q/K/V of every (batch, head) as nested
+A session file holds the tokens, Q/K/V of every (batch, head) as nested
 lists and every :class:`~attn_explorer.state.session.Options` field; the format is
 described in ``docs/session-format.md``. Loading validates everything and raises
 :class:`SessionFileError` naming the first problem by its JSON path, e.g.
 ``batches[0].heads[1].key[2][0]: expected a number, got "x"``. Loading builds new
 objects, so a bad file never touches the open session. Only regular files up to
 :data:`MAX_SESSION_BYTES` are read, and every file is written atomically (see
-:mod:`attn_explorer.state.files`).
+:mod:`attn_explorer.state.files`). The CSV / NPZ helpers of
+:mod:`attn_explorer.state.export` and the file helpers are re-exported here.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any
 
 import numpy as np
 
 from attn_explorer.colormaps import COLORMAPS
-from attn_explorer.compute import MAX_ABS_VALUE, STAGES
+from attn_explorer.compute import MAX_ABS_VALUE
+from attn_explorer.state.export import (
+    ExportError,
+    column_labels,
+    csv_text,
+    guarded_write,
+    npz_arrays,
+    read_csv,
+    stage_array,
+    write_csv,
+    write_npz,
+)
 from attn_explorer.state.files import (
     FileRefused,
+    clean_text,
     megabytes,
     os_error_reason,
     read_user_file,
@@ -39,7 +50,7 @@ from attn_explorer.state.files import (
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import MATRICES, Options, Session, Snapshot
 
-__all__ = [  # the file helpers are re-exported: callers import them from here
+__all__ = [  # the file and export helpers are re-exported: callers import them from here
     "MAX_NAME_CHARS",
     "MAX_SESSION_BYTES",
     "MAX_TOKEN_CHARS",
@@ -47,12 +58,22 @@ __all__ = [  # the file helpers are re-exported: callers import them from here
     "FileRefused",
     "LoadedSession",
     "SessionFileError",
+    "clean_text",
+    "column_labels",
+    "csv_text",
+    "guarded_write",
     "load_session",
+    "load_session_text",
+    "npz_arrays",
     "os_error_reason",
+    "read_csv",
     "read_user_file",
     "save_session",
+    "stage_array",
     "write_atomic",
     "write_atomic_with",
+    "write_csv",
+    "write_npz",
 ]
 
 FORMAT_NAME = "attn-explorer-session"
@@ -65,7 +86,6 @@ EXAMPLE_FILES = {
     "random-4-heads.json": "random",
     "causal.json": "causal",
 }
-
 
 #: Largest session file read or written. A file is parsed into Python objects (about 32
 #: bytes per number) before it is validated, so 32 MB of JSON costs at most ~300 MB to
@@ -84,10 +104,6 @@ class SessionFileError(Exception):
     """A session file cannot be read or written; the message says where and what to do."""
 
 
-class ExportError(Exception):
-    """An export cannot be written; the message says why and what to do. Nothing changed."""
-
-
 @dataclass(frozen=True)
 class LoadedSession:
     """What a session file holds, validated; hand it to ``Session.load(snapshot, options)``.
@@ -100,20 +116,6 @@ class LoadedSession:
     options: Options
     name: str
     notes: tuple[str, ...] = ()
-
-
-# -- text that UTF-8 can hold ----------------------------------------------------------------
-def clean_text(text: str) -> str:
-    """``text`` with every unpaired surrogate (``\\ud800``) replaced by U+FFFD.
-
-    JSON's ``\\ud800`` escape and some clipboards produce them; UTF-8 cannot
-    encode them, so saving, CSV and NPZ would fail. Valid pairs are joined.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 # -- session → JSON -------------------------------------------------------------------------
@@ -511,130 +513,6 @@ def write_examples(folder: str | os.PathLike[str]) -> list[Path]:
         write_atomic(Path(folder) / file, example_text(file).encode("utf-8"))
         for file in EXAMPLE_FILES
     ]
-
-
-# -- CSV and NPZ export ------------------------------------------------------------------------
-def stage_array(session: Session, stage: str) -> np.ndarray:
-    """(B, H, T, T) of a score stage, or (B, H, T, d_v) for ``output``; ExportError if absent."""
-    if stage not in STAGES:
-        raise ExportError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
-    array = session.result().stage(stage)
-    if array is None:
-        raise ExportError(f"stage {stage!r} needs value vectors V; add values first")
-    return array
-
-
-def column_labels(session: Session, stage: str) -> list[str]:
-    """Key tokens for the score stages; value dimensions d1..d_v for ``output``."""
-    if stage == "output":
-        return [f"d{c + 1}" for c in range(session.shape[3])]
-    return session.tokens
-
-
-#: RFC 4180's line end. The csv module quotes a cell only for the characters of the line
-#: end it writes (before Python 3.12), so with "\n" alone a label holding "\r" was cut.
-CSV_LINE_END = "\r\n"
-#: First characters that make a spreadsheet read a cell as a formula (OWASP's list).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_label(text: str) -> str:
-    """A token label as a CSV cell that a spreadsheet shows as text, never runs as a formula.
-
-    A label starting with ``= + - @``, tab or CR gets a leading apostrophe, as
-    spreadsheets expect; so does one that starts with an apostrophe, so that
-    :func:`read_csv` takes exactly one off every cell that has one. Numbers are
-    not labels: ``-1.5`` stays a number.
-    """
-    text = clean_text(text)
-    return "'" + text if text.startswith((*FORMULA_STARTS, "'")) else text
-
-
-def label_from_csv(cell: str) -> str:
-    """The label :func:`csv_label` wrote into ``cell``."""
-    return cell[1:] if cell.startswith("'") else cell
-
-
-def csv_rows(
-    row_labels: Sequence[str], col_labels: Sequence[str], matrix: np.ndarray
-) -> Iterator[list[str]]:
-    """The CSV table row by row: token labels as header row and first column, exact floats."""
-    yield ["query \\ key", *(csv_label(label) for label in col_labels)]
-    for label, row in zip(row_labels, matrix, strict=True):
-        yield [csv_label(label), *(repr(v) for v in row.tolist())]  # −inf kept as -inf
-
-
-def csv_text(row_labels: Sequence[str], col_labels: Sequence[str], matrix: np.ndarray) -> str:
-    """A table with token labels as header row and first column; exact float repr (−inf kept)."""
-    stream = io.StringIO()
-    csv.writer(stream, lineterminator=CSV_LINE_END).writerows(csv_rows(row_labels, col_labels, matrix))
-    return stream.getvalue()
-
-
-def read_csv(path: str | os.PathLike[str]) -> tuple[list[str], list[str], np.ndarray]:
-    """Read a CSV written by :func:`csv_text`: (row labels, column labels, float64 matrix)."""
-    with open(path, newline="", encoding="utf-8") as stream:
-        rows = list(csv.reader(stream))
-    header, body = rows[0], rows[1:]
-    matrix = np.array([[float(v) for v in row[1:]] for row in body], dtype=np.float64)
-    labels = [label_from_csv(row[0]) for row in body]
-    columns = [label_from_csv(cell) for cell in header[1:]]
-    return labels, columns, matrix.reshape(len(body), len(header) - 1)
-
-
-def _write_text(rows: Iterator[list[str]]) -> Callable[[BinaryIO], None]:
-    """A writer for :func:`write_atomic_with` that streams CSV rows as UTF-8."""
-
-    def write(stream: BinaryIO) -> None:
-        text: TextIO = io.TextIOWrapper(stream, encoding="utf-8", newline="")
-        try:
-            csv.writer(text, lineterminator=CSV_LINE_END).writerows(rows)
-            text.flush()
-        finally:
-            text.detach()  # the caller closes the file
-
-    return write
-
-
-def write_csv(path: Path, session: Session, stage: str, head: int) -> Path:
-    """One head's ``stage`` matrix (of the selected batch) as CSV at ``path``, row by row."""
-    matrix = stage_array(session, stage)[session.options.batch_index, head]
-    rows = csv_rows(session.tokens, column_labels(session, stage), matrix)
-    return write_atomic_with(path, _write_text(rows))
-
-
-def npz_arrays(session: Session) -> dict[str, np.ndarray]:
-    """Everything an NPZ export holds: Q, K, V (float64), every stage, tokens, options (JSON).
-
-    The arrays are the session's and the result's own (read-only views), not copies.
-    """
-    result = session.result()
-    arrays: dict[str, np.ndarray] = {m: session.matrix(m) for m in MATRICES}
-    for stage in STAGES:
-        value = result.stage(stage)
-        if value is not None:
-            arrays[stage] = value  # (B, H, T, T) or output (B, H, T, d_v)
-    arrays["tokens"] = np.array([clean_text(t) for t in session.tokens], dtype=str)
-    arrays["options"] = np.array(json.dumps(asdict(session.options)))
-    arrays["name"] = np.array(clean_text(session.name))
-    return arrays
-
-
-def write_npz(path: Path, session: Session) -> Path:
-    """All heads and stages as a compressed ``.npz`` (read with ``np.load(path)``).
-
-    The archive is streamed into the temporary file: no second copy in memory.
-    """
-    arrays = npz_arrays(session)
-    return write_atomic_with(path, lambda stream: np.savez_compressed(stream, **arrays))  # type: ignore[arg-type]
-
-
-def guarded_write(path: Path, write: Callable[[], Path]) -> Path:
-    """Run ``write`` and turn an ``OSError`` into an ``ExportError`` naming ``path``."""
-    try:
-        return write()
-    except OSError as exc:
-        raise ExportError(f"could not write {path}: {os_error_reason(exc)}") from None
 
 
 if __name__ == "__main__":  # python -m attn_explorer.state.io  → regenerate resources/examples
