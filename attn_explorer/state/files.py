@@ -19,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import json
 import os
 import stat
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 #: A temporary file of a write older than this was left by a killed process: removed.
 STALE_TEMP_SECONDS = 3600
@@ -46,6 +47,54 @@ def clean_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+#: Whole numbers with more digits are not converted (Python refuses over 4 300 digits);
+#: no field of a session or model configuration needs one.
+MAX_INTEGER_DIGITS = 100
+
+
+class HugeInteger:
+    """A JSON whole number too long to convert (see :data:`MAX_INTEGER_DIGITS`)."""
+
+    def __init__(self, text: str) -> None:
+        self.digits = len(text.lstrip("-"))
+
+    def __str__(self) -> str:
+        return f"a whole number with {self.digits:,} digits"
+
+    __repr__ = __str__
+
+
+def _parse_int(text: str) -> int | HugeInteger:
+    return HugeInteger(text) if len(text) > MAX_INTEGER_DIGITS else int(text)
+
+
+class _JsonObject(dict):
+    """A JSON object that remembers the keys it held more than once (the last one wins)."""
+
+    duplicates: tuple[str, ...] = ()
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
+    obj = _JsonObject(pairs)
+    if len(obj) != len(pairs):
+        keys = [key for key, _ in pairs]
+        obj.duplicates = tuple(key for key in obj if keys.count(key) > 1)
+    return obj
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` for a file a user chose: huge integers unconverted, duplicate keys noted.
+
+    A whole number over :data:`MAX_INTEGER_DIGITS` digits becomes a
+    :class:`HugeInteger` (``int()`` would refuse over 4 300 digits with a bare
+    ``ValueError``) and every object is a dict whose ``duplicates`` attribute
+    lists its repeated keys, so the caller can report both at their JSON path.
+
+    Raises ``json.JSONDecodeError`` or ``RecursionError`` as ``json.loads`` does.
+    """
+    return json.loads(text, parse_int=_parse_int, object_pairs_hook=_json_object)
 
 
 def os_error_reason(exc: OSError) -> str:
@@ -92,11 +141,13 @@ def _check_regular(info: os.stat_result, max_bytes: int, what: str) -> None:
         )
 
 
-def read_user_file(path: str | os.PathLike[str], max_bytes: int, what: str = "file") -> bytes:
-    """The bytes of the regular file at ``path``, at most ``max_bytes`` of them.
+def open_regular_file(path: str | os.PathLike[str], max_bytes: int, what: str = "file") -> BinaryIO:
+    """Open the regular file at ``path`` for reading, refusing anything else first.
 
-    Raises :class:`FileRefused` (a ``ValueError``) whose message, without the
-    path, says why: missing, unreadable, a folder, not a regular file, or too big.
+    ``os.stat`` refuses a folder, a FIFO, a device, a socket or a file over
+    ``max_bytes`` without opening it; the file is then opened non-blocking (a
+    FIFO swapped in meanwhile cannot hang the open) and checked again with
+    ``fstat``. Raises :class:`FileRefused` saying why, without the path.
     """
     try:
         _check_regular(os.stat(path), max_bytes, what)
@@ -109,14 +160,28 @@ def read_user_file(path: str | os.PathLike[str], max_bytes: int, what: str = "fi
         handle = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise FileRefused(f"cannot be read ({exc.strerror or exc})") from None
-    with os.fdopen(handle, "rb") as stream:
-        _check_regular(os.fstat(handle), max_bytes, what)  # the same file that was checked
+    try:
+        _check_regular(os.fstat(handle), max_bytes, what)  # the file that was opened
+    except BaseException:
+        os.close(handle)
+        raise
+    return os.fdopen(handle, "rb")  # regular files ignore O_NONBLOCK
+
+
+def read_user_file(path: str | os.PathLike[str], max_bytes: int, what: str = "file") -> bytes:
+    """The bytes of the regular file at ``path``, at most ``max_bytes`` of them.
+
+    Raises :class:`FileRefused` (a ``ValueError``) whose message, without the
+    path, says why: missing, unreadable, a folder, not a regular file, or too big.
+    """
+    with open_regular_file(path, max_bytes, what) as stream:
+        size = os.fstat(stream.fileno()).st_size  # ≤ max_bytes, checked on opening
         try:
-            data = stream.read(max_bytes + 1)  # regular files ignore O_NONBLOCK
+            data = stream.read(size + 1)  # read(n) allocates n bytes: never max_bytes
         except OSError as exc:
             raise FileRefused(f"cannot be read ({exc.strerror or exc})") from None
-    if len(data) > max_bytes:
-        raise FileRefused(f"grew over the limit of {megabytes(max_bytes)} while being read")
+    if len(data) > size:
+        raise FileRefused("changed while it was being read; try again")
     return data
 
 

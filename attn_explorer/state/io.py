@@ -40,9 +40,11 @@ from attn_explorer.state.export import (
 )
 from attn_explorer.state.files import (
     FileRefused,
+    HugeInteger,
     clean_text,
     megabytes,
     os_error_reason,
+    parse_json,
     read_user_file,
     write_atomic,
     write_atomic_with,
@@ -66,6 +68,7 @@ __all__ = [  # the file and export helpers are re-exported: callers import them 
     "load_session_text",
     "npz_arrays",
     "os_error_reason",
+    "parse_json",
     "read_csv",
     "read_user_file",
     "save_session",
@@ -95,9 +98,6 @@ MAX_SESSION_BYTES = 32 * 1024 * 1024
 MAX_NAME_CHARS = 200
 #: Longest token name (labels of every table, heatmap and CSV row).
 MAX_TOKEN_CHARS = 200
-#: Whole numbers with more digits are not converted (Python refuses over 4 300 digits);
-#: no field of a session file can hold one.
-MAX_INTEGER_DIGITS = 100
 
 
 class SessionFileError(Exception):
@@ -211,44 +211,8 @@ def save_session(session: Session, path: str | os.PathLike[str]) -> Path:
 
 
 # -- JSON → session -------------------------------------------------------------------------
-class _HugeInteger:
-    """A JSON whole number too long to convert (see :data:`MAX_INTEGER_DIGITS`)."""
-
-    def __init__(self, text: str) -> None:
-        self.digits = len(text.lstrip("-"))
-
-    def __str__(self) -> str:
-        return f"a whole number with {self.digits:,} digits"
-
-
-def _parse_int(text: str) -> int | _HugeInteger:
-    return _HugeInteger(text) if len(text) > MAX_INTEGER_DIGITS else int(text)
-
-
-class _JsonObject(dict):
-    """A JSON object that remembers the keys it held more than once (the last one wins)."""
-
-    duplicates: tuple[str, ...] = ()
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
-    obj = _JsonObject(pairs)
-    if len(obj) != len(pairs):
-        keys = [key for key, _ in pairs]
-        obj.duplicates = tuple(key for key in obj if keys.count(key) > 1)
-    return obj
-
-
-def parse_json(text: str) -> Any:
-    """``json.loads`` that keeps huge integers unconverted and notes duplicate keys.
-
-    Raises ``json.JSONDecodeError`` or ``RecursionError`` as ``json.loads`` does.
-    """
-    return json.loads(text, parse_int=_parse_int, object_pairs_hook=_json_object)
-
-
 def _shown(value: Any) -> str:
-    if isinstance(value, _HugeInteger):
+    if isinstance(value, HugeInteger):
         return str(value)
     if isinstance(value, dict | list):
         return "an object" if isinstance(value, dict) else "a list"
@@ -262,7 +226,7 @@ def _type_name(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, _HugeInteger):
+    if isinstance(value, HugeInteger):
         return str(value)
     if isinstance(value, int | float):
         return "a number"
@@ -303,7 +267,7 @@ def _list(value: Any, path: str, length: int | None = None, what: str = "items")
 
 
 def _int(value: Any, path: str, low: int | None = None) -> int:
-    if isinstance(value, _HugeInteger):
+    if isinstance(value, HugeInteger):
         raise _fail(path, f"expected a whole number, got {value} (far too large)")
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(path, f"expected a whole number, got {_type_name(value)}")
@@ -334,7 +298,7 @@ def _read_matrix(value: Any, path: str, rows: int, cols: int, row_what: str) -> 
 
 def _read_number(x: Any, path: str) -> float:
     """One cell: a finite number within ±MAX_ABS_VALUE, else SessionFileError at ``path``."""
-    if isinstance(x, _HugeInteger):
+    if isinstance(x, HugeInteger):
         raise _fail(path, f"{x} is over the limit of ±{MAX_ABS_VALUE:g}")
     if isinstance(x, bool) or not isinstance(x, int | float):
         raise _fail(path, f"expected a number, got {_shown(x)}")
