@@ -158,7 +158,7 @@ def check_finite(name: str, array: np.ndarray) -> None:
     if not np.isfinite(array).all():
         bad = tuple(int(x) for x in np.argwhere(~np.isfinite(array))[0])
         raise ValueError(
-            f"{name}: entry {list(bad)} is {array[bad]!r}; every value must be a finite "
+            f"{name}: entry {list(bad)} is {float(array[bad])!r}; every value must be a finite "
             "number (replace NaN and ±inf)."
         )
 
