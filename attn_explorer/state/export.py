@@ -151,3 +151,52 @@ def guarded_write(path: Path, write: Callable[[], Path]) -> Path:
         return write()
     except OSError as exc:
         raise ExportError(f"could not write {path}: {os_error_reason(exc)}") from None
+
+
+# -- what an export costs -------------------------------------------------------------------------
+#: Most memory the command line's export may need, estimated from the session's declared
+#: shape before anything is computed (:func:`export_memory_estimate`). With the
+#: interpreter, numpy and Qt (~300 MB of address space) an export stays under 1 GB.
+MAX_EXPORT_BYTES = 384 * 1024 * 1024
+
+
+def export_memory_estimate(
+    session: Session, stage: str, fmt: str, width: int = 1600, strategy: str | None = None
+) -> int:
+    """Bytes an export of ``stage`` as ``fmt`` will allocate, an upper bound from the shape alone.
+
+    Counts the result the export computes (scores and weights of every batch
+    entry, the derived stage, the loop's Python lists when the loop really
+    runs) and what the format adds: for images the colour mapping of one panel,
+    the raster (``width`` × up to 2 ``width``) and its encoding; for SVG the cell
+    rectangles or embedded images; NPZ every stage. CSV and NPZ stream to disk.
+    ``strategy`` is the one that will compute (by default the session's, through
+    ``LOOP_BUDGET.strategy_for``). Calibrated by tests/cli/test_export_budget.py.
+    """
+    from attn_explorer.compute import LOOP_BUDGET
+
+    b, h, t, d = session.shape
+    item = np.dtype(session.options.dtype).itemsize
+    tensor = b * h * t * t * item  # one (B, H, T, T) stage
+    need = 32 * 2**20  # parsing, small arrays, buffers
+    need += b * h * t * d * (3 * 8 + 4 * item)  # Q, K, V (float64), their copies, the output
+    need += 2 * tensor  # scores and weights
+    if strategy is None:
+        shape = (b, h, t, d)
+        strategy = LOOP_BUDGET.strategy_for(session.options.strategy, shape, shape)
+    if strategy == "loop":
+        need += b * h * t * t * 40  # a Python float and its list slot per score
+    derived = 0  # scaled, and masked when a mask makes it a new array
+    if fmt == "npz" or stage in ("scaled", "masked"):
+        derived = 1 + (session.options.causal and (fmt == "npz" or stage == "masked"))
+    need += derived * tensor
+    if fmt == "npz":
+        need += 64 * 2**20  # the compressor's chunks
+    if fmt in ("png", "svg"):
+        panel = t * (d if stage == "output" else t)  # cells of one head
+        need += h * panel * (1 + (8 if item == 4 else 0))  # finite mask; float64 panels
+        need += panel * 13  # colours of one panel
+        need += 3 * width * (2 * width) * 4  # the raster, its encoding, a copy of the bytes
+        if fmt == "svg":  # a rectangle per cell (~150 bytes), or an embedded image per head
+            need += 2 * h * panel * (150 if panel <= 65536 else 12)
+    return need
