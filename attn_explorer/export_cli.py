@@ -172,11 +172,11 @@ def _export(argv: Sequence[str]) -> list[Path]:
     if args.model:
         return _model_export(args)
     heads = parse_heads(args.heads)
+    session = _session(args)  # a bad file is refused before Qt is loaded
     _use_offscreen_if_headless()
     from attn_explorer.state.io import ExportError
     from attn_explorer.ui.render import export_heatmaps
 
-    session = _session(args)
     _check_cost(session, args)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
