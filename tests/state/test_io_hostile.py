@@ -311,3 +311,16 @@ def test_a_long_target_name_still_gets_a_temporary_file(tmp_path):
     target = tmp_path / ("n" * 250 + ".json")
     write_atomic(target, b"x")
     assert target.read_bytes() == b"x"
+
+
+def test_many_duplicate_keys_are_counted_in_one_pass(tmp_path):
+    """50 000 keys given twice each: refused at once, not after a quadratic search."""
+    fields = ",".join(f'"k{i}":1,"k{i}":2' for i in range(50_000))
+    path = tmp_path / "many.json"
+    path.write_text(
+        json.dumps(worked_dict()).replace('"options": {', '"options": {' + fields + ", ", 1)
+    )
+    outcome = load_within(path)
+    assert isinstance(outcome, SessionFileError) and 'field "k0" appears more than once' in str(
+        outcome
+    )
