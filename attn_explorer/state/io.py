@@ -185,7 +185,8 @@ def save_session(session: Session, path: str | os.PathLike[str]) -> Path:
         )
     for name in MATRICES:
         array = session.matrix(name)
-        if np.abs(array).max() > MAX_ABS_VALUE:  # NaN / inf cannot get into a session
+        # min and max: no temporary array (np.abs would copy up to 512 MB)
+        if array.max() > MAX_ABS_VALUE or array.min() < -MAX_ABS_VALUE:
             where = [int(i) for i in np.argwhere(np.abs(array) > MAX_ABS_VALUE)[0]]
             raise SessionFileError(
                 f"could not save {path}: {name}{where} is {float(array[tuple(where)])!r}, over "

@@ -484,7 +484,7 @@ class Session:
                 where = [int(x) for x in np.argwhere(~np.isfinite(array))[0]]
                 self.report(f"{text}: {name}{where} is not a finite number; kept the current table")
                 return False
-            if array.size and np.abs(array).max() > MAX_ABS_VALUE:
+            if array.size and max(array.max(), -array.min()) > MAX_ABS_VALUE:  # no temporary
                 where = [int(x) for x in np.argwhere(np.abs(array) > MAX_ABS_VALUE)[0]]
                 self.report(
                     f"{text}: {name}{where} is {float(array[tuple(where)])!r}, over the limit of "
