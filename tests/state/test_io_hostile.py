@@ -324,3 +324,40 @@ def test_many_duplicate_keys_are_counted_in_one_pass(tmp_path):
     assert isinstance(outcome, SessionFileError) and 'field "k0" appears more than once' in str(
         outcome
     )
+
+
+def test_a_save_killed_with_sigkill_leaves_a_temp_file_the_next_save_removes(tmp_path):
+    """kill -9 in the middle of a write: the old file stays, the next write cleans up."""
+    import signal
+    import subprocess
+    import sys
+
+    target = tmp_path / "s.json"
+    target.write_bytes(b"old contents")
+    code = (
+        "import sys, time\n"
+        "from attn_explorer.state.files import write_atomic_with\n"
+        "def slow(stream):\n"
+        "    stream.write(b'x' * 8 * 2**20); stream.flush()\n"
+        "    print('writing', flush=True); time.sleep(60)\n"
+        "write_atomic_with(sys.argv[1], slow)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "writing\n"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait(10)
+        child.stdout.close()  # type: ignore[union-attr]
+    (left,) = tmp_path.glob(".s.json.*.tmp")  # what a kill -9 leaves behind
+    assert left.stat().st_size == 8 * 2**20
+    assert target.read_bytes() == b"old contents"
+    write_atomic(target, b"new")  # a fresh temp file may belong to a running save: kept
+    assert left.exists()
+    long_ago = time.time() - STALE_TEMP_SECONDS - 1
+    os.utime(left, (long_ago, long_ago))
+    write_atomic(target, b"newer")
+    assert not left.exists() and target.read_bytes() == b"newer"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
