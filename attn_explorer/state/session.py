@@ -20,7 +20,7 @@ import numpy as np
 from attn_explorer.colormaps import COLORMAPS
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, AttentionResult
 from attn_explorer.compute import attention as compute_attention
-from attn_explorer.compute.validation import MAX_ABS_VALUE, check_limits, check_score_elements
+from attn_explorer.compute.validation import check_limits, check_score_elements
 from attn_explorer.state.events import SessionEvents
 
 MATRICES = ("query", "key", "value")
@@ -408,6 +408,8 @@ class Session:
                 "number; kept the old values"
             )
             return False
+        from attn_explorer.compute.validation import MAX_ABS_VALUE
+
         if np.abs(values).max() > MAX_ABS_VALUE:  # larger values overflow the scores
             r, c = (int(x) for x in np.argwhere(np.abs(values) > MAX_ABS_VALUE)[0])
             self.report(
@@ -484,6 +486,8 @@ class Session:
                 where = [int(x) for x in np.argwhere(~np.isfinite(array))[0]]
                 self.report(f"{text}: {name}{where} is not a finite number; kept the current table")
                 return False
+            from attn_explorer.compute.validation import MAX_ABS_VALUE
+
             if array.size and max(array.max(), -array.min()) > MAX_ABS_VALUE:  # no temporary
                 where = [int(x) for x in np.argwhere(np.abs(array) > MAX_ABS_VALUE)[0]]
                 self.report(
