@@ -75,9 +75,12 @@ def _scores_parser() -> argparse.ArgumentParser:
 
 def _parse_matrix(name: str, text: str) -> list[list[float]]:
     try:
-        value = json.loads(text)
+        # An integer of 5 000 digits raised a bare ValueError from int(): keep it a float.
+        value = json.loads(text, parse_int=lambda digits: float(digits))
     except json.JSONDecodeError as exc:
         raise UserError(f"--{name}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise UserError(f"--{name}: not valid JSON (nested too deeply)") from None
     return value
 
 
@@ -101,8 +104,8 @@ def run_scores(argv: Sequence[str]) -> int:
         query = key = WORKED_EXAMPLE
     strategies = args.strategy or list(STRATEGIES)
     try:
-        q = np.asarray(query, dtype=np.float64)
-        k = np.asarray(key, dtype=np.float64)
+        q = np.asarray(query)  # not dtype=float64: true and "1" would pass as numbers;
+        k = np.asarray(key)  # the compute layer refuses them by name
     except (ValueError, TypeError) as exc:
         raise UserError(f"query/key: expected rectangular lists of numbers ({exc})") from None
     try:

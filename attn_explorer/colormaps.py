@@ -3,6 +3,8 @@
 Raw and scaled scores use a *diverging* map centred at 0 (blue < 0 < red, white at 0);
 softmax weights use a *sequential* map from 0 to 1 (viridis: dark purple → yellow).
 Qt-free, so the headless exporter and the tests use exactly the colours the window shows.
+Masked (−inf) cells are light grey; NaN and +inf, which the compute layer refuses to
+produce, would be magenta rather than an error.
 """
 
 from __future__ import annotations
@@ -63,13 +65,17 @@ def lut(name: str) -> np.ndarray:
 def value_range(values: np.ndarray, diverging: bool) -> tuple[float, float]:
     """The colour scale's (low, high) for ``values``: symmetric about 0 when diverging.
 
-    -inf entries (masked scores) are ignored. A constant array still gets a
-    non-empty range so the colour bar can be drawn.
+    NaN and ±inf entries (−inf: masked scores) are ignored. A constant array still
+    gets a non-empty range so the colour bar can be drawn. Both ends are finite,
+    though ``high − low`` may overflow (:func:`to_rgb` copes).
     """
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
+    values = np.asarray(values)
+    finite = np.isfinite(values)
+    if not finite.any():
         return (-1.0, 1.0) if diverging else (0.0, 1.0)
-    low, high = float(finite.min()), float(finite.max())
+    # Reductions over the finite entries, without copying them out.
+    low = float(np.min(values, where=finite, initial=np.inf))
+    high = float(np.max(values, where=finite, initial=-np.inf))
     if diverging:
         bound = max(abs(low), abs(high)) or 1.0
         return -bound, bound
@@ -89,14 +95,41 @@ def stage_range(values: np.ndarray, stage: str, colormap: str) -> tuple[float, f
     return value_range(values, diverging=colormap == "diverging")
 
 
+#: −inf cells: a key hidden from the query (masked scores), light grey.
+MASKED_RGB = (200, 200, 200)
+#: NaN and +inf cells: not a number the map can place (an overflow), magenta.
+INVALID_RGB = (255, 0, 255)
+
+
 def to_rgb(values: np.ndarray, name: str, low: float, high: float) -> np.ndarray:
-    """Map values to (…, 3) uint8 colours; NaN/−inf (masked) cells come out light grey."""
+    """Map values to (…, 3) uint8 colours over [low, high], clipped at both ends.
+
+    −inf (masked) cells come out :data:`MASKED_RGB`, NaN and +inf cells
+    :data:`INVALID_RGB`. Any range is accepted: a non-finite or empty one falls
+    back to a drawable one, and a range wider than the largest float is
+    normalised before it is subtracted.
+    """
     table = lut(name)
-    span = (high - low) or 1.0
-    with np.errstate(invalid="ignore"):
-        index = np.clip((values - low) / span * 255.0, 0, 255)
+    values = np.asarray(values)
+    low, high = float(low), float(high)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        low, high = value_range(values, diverging=False)
+    low, high = min(low, high), max(low, high)
+    # Divide by the larger end first: high - low may overflow, high/m - low/m ≤ 2 cannot.
+    magnitude = max(abs(low), abs(high)) or 1.0
+    low_n, high_n = low / magnitude, high / magnitude
+    span = (high_n - low_n) or 1.0
+    # In place on one temporary: a 4096 × 4096 panel costs 13 bytes a cell, not 40.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        position = np.divide(values, magnitude, dtype=np.result_type(values, np.float32))
+        position -= low_n
+        position *= 255.0 / span  # ±inf for values far outside the range: clipped next
+        np.clip(position, 0, 255, out=position)
     finite = np.isfinite(values)
-    index = np.where(finite, index, 0).round().astype(np.intp)
-    rgb = table[index]
-    rgb[~finite] = (200, 200, 200)
+    position[~finite] = 0
+    np.rint(position, out=position)
+    rgb = table[position.astype(np.uint8)]
+    if not finite.all():
+        rgb[np.isneginf(values)] = MASKED_RGB
+        rgb[np.isnan(values) | np.isposinf(values)] = INVALID_RGB
     return rgb

@@ -7,6 +7,8 @@
 
 Prints each path written, one per line. User errors print one line on stderr
 and exit with status 2; no traceback. Qt runs offscreen when there is no display.
+An export whose estimated memory (from the session's declared shape) is over
+``state.export.MAX_EXPORT_BYTES`` is refused before anything is computed.
 """
 
 from __future__ import annotations
@@ -98,9 +100,33 @@ def _session(args: argparse.Namespace) -> Session:
         loaded = load_session(args.session)
     except SessionFileError as exc:
         raise ExportCommandError(str(exc)) from None
+    for note in loaded.notes:
+        print(f"{PROG}: note: {args.session}: {note}", file=sys.stderr)
     session = Session(loaded.snapshot, loaded.options)
     session.name = loaded.name or Path(args.session).stem
     return session
+
+
+def _check_cost(session: Session, args: argparse.Namespace) -> None:
+    """Refuse, from the declared shape and before any work, an export over the memory limit."""
+    from attn_explorer.state.export import MAX_EXPORT_BYTES, export_memory_estimate
+    from attn_explorer.state.files import megabytes
+    from attn_explorer.ui.render import MAX_WIDTH, MIN_WIDTH
+
+    if not MIN_WIDTH <= args.width <= MAX_WIDTH:
+        raise ExportCommandError(
+            f"width: {args.width!r} pixels is not allowed; use {MIN_WIDTH}..{MAX_WIDTH}"
+        )
+    stage = args.stage or session.options.stage
+    need = export_memory_estimate(session, stage, args.format, args.width)
+    if need > MAX_EXPORT_BYTES:
+        b, h, t, _ = session.shape
+        raise ExportCommandError(
+            f"this export would need about {megabytes(need)} of memory ({b * h * t * t:,} "
+            f"scores per stage for B={b}, H={h}, T={t} in {session.options.dtype}), over the "
+            f"command line's limit of {megabytes(MAX_EXPORT_BYTES)}; use fewer heads or "
+            "tokens, dtype float32 or --format csv, or export from the window"
+        )
 
 
 def _model_export(args: argparse.Namespace) -> list[Path]:
@@ -121,8 +147,14 @@ def _model_export(args: argparse.Namespace) -> list[Path]:
                 args.model, args.text, Path(args.out), args.format, text_pair=args.text_pair
             )
         )
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:  # ModelError, TextError and a bad format
         raise ExportCommandError(f"--model: {exc}") from None
+    except OSError as exc:
+        from attn_explorer.state.files import os_error_reason
+
+        raise ExportCommandError(
+            f"could not write into {args.out}: {os_error_reason(exc)}"
+        ) from None
 
 
 def _export(argv: Sequence[str]) -> list[Path]:
@@ -140,11 +172,12 @@ def _export(argv: Sequence[str]) -> list[Path]:
     if args.model:
         return _model_export(args)
     heads = parse_heads(args.heads)
+    session = _session(args)  # a bad file is refused before Qt is loaded
     _use_offscreen_if_headless()
     from attn_explorer.state.io import ExportError
     from attn_explorer.ui.render import export_heatmaps
 
-    session = _session(args)
+    _check_cost(session, args)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ExportCommandError(f"--out: {out} is a file; give a folder")
@@ -168,6 +201,9 @@ def run_export(argv: Sequence[str]) -> int:
         paths = _export(argv)
     except ExportCommandError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:  # the estimate is an upper bound, but the machine may have less
+        print(f"{PROG}: error: out of memory; export fewer heads or tokens", file=sys.stderr)
         return 2
     for path in paths:
         print(path)

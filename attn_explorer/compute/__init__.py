@@ -8,6 +8,7 @@ Public API (documented in the README):
 - ``multi_head_attention(x, w_query, w_key, w_value, heads, ...)``
 - ``loop_trace(query, key) -> LoopTrace`` of ``LoopStep`` records
 - ``macs``, ``flops``, ``estimate_loop_seconds``, ``time_strategies``, ``LOOP_BUDGET``
+- ``LIMITS``, ``MAX_ABS_VALUE``, ``MAX_PASTE_CELLS``: the sizes and magnitudes accepted
 """
 
 from attn_explorer.compute.pipeline import (
@@ -38,12 +39,14 @@ from attn_explorer.compute.timing import (
     time_strategies,
 )
 from attn_explorer.compute.trace import GRANULARITIES, LoopStep, LoopTrace, loop_trace
-from attn_explorer.compute.validation import LIMITS, Limits
+from attn_explorer.compute.validation import LIMITS, MAX_ABS_VALUE, MAX_PASTE_CELLS, Limits
 
 __all__ = [
     "GRANULARITIES",
     "LIMITS",
     "LOOP_BUDGET",
+    "MAX_ABS_VALUE",
+    "MAX_PASTE_CELLS",
     "STAGES",
     "STRATEGIES",
     "AttentionResult",

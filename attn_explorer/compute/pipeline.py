@@ -17,13 +17,13 @@ from functools import cached_property
 
 import numpy as np
 
-from attn_explorer.compute.softmax import softmax_rows
+from attn_explorer.compute.softmax import NonFiniteRows, softmax_rows
 from attn_explorer.compute.strategies import STRATEGY_FUNCTIONS
 from attn_explorer.compute.validation import (
     as_float_array,
-    check_finite,
     check_limits,
     check_pair,
+    check_values,
     to_4d,
 )
 
@@ -101,19 +101,24 @@ def _check_value(value: object, q: np.ndarray, k: np.ndarray) -> np.ndarray:
             "leading dimensions and one row per key token (…, T_k, d_v), with d_v ≥ 1."
         )
     check_limits("value", v.shape)
-    check_finite("value", v)
+    check_values("value", v)
     return v
 
 
 def _scale_factor(scale: bool | float, d: int) -> float:
-    if scale is True:
-        return 1.0 / float(np.sqrt(float(d)))
-    if scale is False:
-        return 1.0
-    factor = float(scale)
-    if not np.isfinite(factor):
+    if isinstance(scale, bool | np.bool_):
+        return 1.0 / float(np.sqrt(float(d))) if scale else 1.0
+    # Text, None and lists are refused rather than converted: float("2") would pass.
+    if not isinstance(scale, int | float | np.integer | np.floating) or not np.isfinite(scale):
         raise ValueError(f"scale: expected True, False or a finite number; got {scale!r}.")
-    return factor
+    return float(scale)
+
+
+def _check_flag(name: str, value: object) -> bool:
+    """``value`` as a bool; ValueError unless it is True or False (``"no"`` is truthy)."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name}: expected True or False, got {value!r}.")
+    return bool(value)
 
 
 def _combine_keep(
@@ -167,9 +172,17 @@ def attention(
         q, k, v = (a.astype(np.float64) for a in (q, k, v))
     t_q, t_k = q.shape[-2], k.shape[-2]
     factor = _scale_factor(scale, q.shape[-1])
+    causal = _check_flag("causal", causal)
     keep = _combine_keep(t_q, t_k, causal, mask, (*q.shape[:-1], t_k))  # checked before work
     scores = _scores(q, k, strategy)  # (…, T_q, T_k); q and k are checked once, above
-    weights, fully = softmax_rows(scores, factor=factor, keep=keep)  # (…, T_q, T_k)
+    try:
+        weights, fully = softmax_rows(scores, factor=factor, keep=keep)  # (…, T_q, T_k)
+    except NonFiniteRows as exc:  # inputs are bounded, so only the scale can overflow
+        raise ValueError(
+            f"scores: S · scale is not finite (NaN or ±inf) in query row {exc.row} "
+            f"(scale = {factor:g}, {scores.dtype}); use a smaller scale or smaller "
+            "query/key values."
+        ) from None
     output = None if v is None else np.matmul(weights, v)  # (…,T_q,T_k) @ (…,T_k,d_v)
     return AttentionResult(
         scores=scores,

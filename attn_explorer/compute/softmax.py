@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from attn_explorer.compute.validation import as_float_array
+
 #: Bytes of one block of score rows: half of a 1 MB L2 per core, leaving room for the
 #: block's mask and for the next block's input being fetched.
 BLOCK_BYTES = 512 * 1024
@@ -37,6 +39,17 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 Block = tuple[int, int, int, int]  # (first head, last head + 1, first row, last row + 1)
+
+
+class NonFiniteRows(ValueError):
+    """A visible entry of ``x · factor`` is NaN or +inf, or overflowed to −inf.
+
+    ``row`` is the index of the first such row found, without the key axis.
+    """
+
+    def __init__(self, message: str, row: list[int]) -> None:
+        super().__init__(message)
+        self.row = row
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -98,6 +111,8 @@ class _Softmax:
             else:
                 self.keep_heads = np.broadcast_to(keep, x.shape)  # no copy: a view
         self.fully = np.zeros((heads, t_q), dtype=bool)
+        #: (head, row) of rows whose scaled entries are not finite; appended by any thread
+        self.bad: list[tuple[int, int]] = []
 
     def _visible(self, block: Block) -> np.ndarray | None:
         h0, h1, r0, r1 = block
@@ -109,50 +124,74 @@ class _Softmax:
         return None
 
     def _scaled_masked(self, block: Block, blk: np.ndarray) -> None:
-        """Write ``x * factor`` of the block into ``blk``, −inf where a key is hidden."""
+        """Write ``x * factor`` of the block into ``blk``, −inf where a key is hidden.
+
+        An entry that overflows to −inf would pass for a hidden key: such rows are
+        recorded in ``bad`` (one min over the cache-resident block when |factor| > 1).
+        """
         h0, h1, r0, r1 = block
         src = self.x[h0:h1, r0:r1]  # (heads, rows, T_k)
+        visible = self._visible(block)
         if self.factor == 1:
             np.copyto(blk, src)
         else:
             np.multiply(src, self.factor, out=blk)
-        visible = self._visible(block)
+            if abs(self.factor) > 1 and blk.min() == self.minus_inf:
+                overflowed = np.isneginf(blk) & ~np.isneginf(src)  # (heads, rows, T_k)
+                if visible is not None:
+                    overflowed &= visible  # a hidden entry may overflow: it is −inf anyway
+                self._record_bad(block, np.asarray(overflowed.any(axis=-1)))
         if visible is not None:
             np.copyto(blk, self.minus_inf, where=~visible)
 
+    def _record_bad(self, block: Block, rows: np.ndarray) -> bool:
+        """Note the first row of ``block`` flagged in ``rows`` (heads, rows); True if any."""
+        if not rows.any():
+            return False
+        h, r = (int(i) for i in np.argwhere(rows)[0])
+        self.bad.append((block[0] + h, block[2] + r))
+        return True
+
     def run(self, blocks: list[Block]) -> None:
-        for block in blocks:
-            h0, h1, r0, r1 = block
-            blk = self.out[h0:h1, r0:r1]  # (heads, rows, T_k) view into the output
-            self._scaled_masked(block, blk)
-            # Any shift c gives the same softmax, exp(x − c) / Σ exp(x − c). One c for
-            # the whole block (its max) makes the subtraction a scalar one, about 3×
-            # faster than subtracting a column of row maxima. Rows whose own max lies
-            # far below c (or that are fully hidden) would underflow: they are set
-            # aside and get the textbook per-row softmax.
-            row_max = blk.max(axis=-1)  # (heads, rows)
-            shift = row_max.max()
-            if shift == self.minus_inf:  # every key hidden for every row of the block
-                blk[...] = 0
-                self.fully[h0:h1, r0:r1] = True
-                continue
-            far = row_max < shift - self.margin  # (heads, rows)
-            any_far = bool(far.any())
-            far_rows = blk[far] if any_far else None  # (n, T_k) copy, before blk changes
-            np.subtract(blk, shift, out=blk)
-            if self.log2_e is not None:
-                np.multiply(blk, self.log2_e, out=blk)
-                np.exp2(blk, out=blk)
-            else:
-                np.exp(blk, out=blk)
-            row_sum = blk.sum(axis=-1, keepdims=True)  # (heads, rows, 1), ≥ e^-20
-            if far_rows is not None:
-                row_sum[far] = 1  # those rows are overwritten below
-            np.divide(blk, row_sum, out=blk)
-            if far_rows is not None:
-                exact, dead = softmax_each_row(far_rows)
-                blk[far] = exact
-                self.fully[h0:h1, r0:r1][far] = dead
+        # Overflow and inf − inf are detected below and reported by softmax_rows.
+        with np.errstate(over="ignore", invalid="ignore"):
+            for block in blocks:
+                self._run_block(block)
+
+    def _run_block(self, block: Block) -> None:
+        h0, h1, r0, r1 = block
+        blk = self.out[h0:h1, r0:r1]  # (heads, rows, T_k) view into the output
+        self._scaled_masked(block, blk)
+        # Any shift c gives the same softmax, exp(x − c) / Σ exp(x − c). One c for
+        # the whole block (its max) makes the subtraction a scalar one, about 3×
+        # faster than subtracting a column of row maxima. Rows whose own max lies
+        # far below c (or that are fully hidden) would underflow: they are set
+        # aside and get the textbook per-row softmax.
+        row_max = blk.max(axis=-1)  # (heads, rows); NaN if the row holds a NaN
+        if self._record_bad(block, ~(row_max < np.inf)) or self.bad:
+            return  # NaN or +inf: softmax_rows raises, the block's weights do not matter
+        shift = row_max.max()
+        if shift == self.minus_inf:  # every key hidden for every row of the block
+            blk[...] = 0
+            self.fully[h0:h1, r0:r1] = True
+            return
+        far = row_max < shift - self.margin  # (heads, rows)
+        any_far = bool(far.any())
+        far_rows = blk[far] if any_far else None  # (n, T_k) copy, before blk changes
+        np.subtract(blk, shift, out=blk)
+        if self.log2_e is not None:
+            np.multiply(blk, self.log2_e, out=blk)
+            np.exp2(blk, out=blk)
+        else:
+            np.exp(blk, out=blk)
+        row_sum = blk.sum(axis=-1, keepdims=True)  # (heads, rows, 1), ≥ e^-20
+        if far_rows is not None:
+            row_sum[far] = 1  # those rows are overwritten below
+        np.divide(blk, row_sum, out=blk)
+        if far_rows is not None:
+            exact, dead = softmax_each_row(far_rows)
+            blk[far] = exact
+            self.fully[h0:h1, r0:r1][far] = dead
 
 
 def softmax_each_row(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -189,10 +228,22 @@ def softmax_rows(
     shape and dtype; ``fully_masked_rows`` is boolean ``(..., T_q)``, True where
     every key of the row was hidden (that row's weights are all zero, never NaN).
     """
-    x = np.ascontiguousarray(x)
+    x = np.ascontiguousarray(as_float_array("x", x))  # int → float64; booleans refused
+    if x.size == 0:
+        raise ValueError(
+            f"x: shape {x.shape} is empty; the softmax needs at least one row with one key."
+        )
     if x.ndim < 2:  # one row
         weights, fully = softmax_rows(x.reshape(1, -1), factor=factor, keep=keep, out=out)
         return weights.reshape(x.shape), fully.reshape(())
+    if (
+        isinstance(factor, bool | np.bool_)
+        or not isinstance(factor, int | float | np.integer | np.floating)
+        or not np.isfinite(factor)
+    ):
+        raise ValueError(f"factor: expected a finite number, got {factor!r}.")
+    if keep is not None:
+        keep = _check_keep(keep, x.shape)
     if out is None:
         out = np.empty_like(x)
     if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
@@ -217,4 +268,27 @@ def softmax_rows(
         take_runs()
         for helper in helpers:
             helper.result()
+    if job.bad:
+        head, row = min(job.bad)
+        where = [*(int(i) for i in np.unravel_index(head, job.lead)), row]
+        raise NonFiniteRows(
+            f"x: row {where} of x · factor (factor = {float(factor):g}) is not finite: it "
+            "holds NaN or +inf, or overflowed; every visible entry must be a finite number "
+            "(−inf marks a hidden key).",
+            where,
+        )
     return out, job.fully.reshape(x.shape[:-1])
+
+
+def _check_keep(keep: object, shape: tuple[int, ...]) -> np.ndarray:
+    """``keep`` as a boolean array broadcastable to ``shape``; ValueError naming it otherwise."""
+    array = np.asarray(keep)
+    if array.dtype != np.bool_:
+        raise ValueError(f"keep: expected a boolean array (True = visible), got {array.dtype}.")
+    try:
+        fits = np.broadcast_shapes(array.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"keep: shape {array.shape} does not broadcast to x's shape {shape}.")
+    return array

@@ -156,6 +156,20 @@ def time_strategies(
             f"strategies: unknown strategy {unknown[0]!r}; choose from "
             f"{', '.join(STRATEGY_FUNCTIONS)}."
         )
+    for name, count, low in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < low:
+            raise ValueError(f"{name}: expected a whole number ≥ {low}, got {count!r}.")
+    # loop_budget may be inf (always run the loop); min_seconds may not (it would never stop)
+    for name, seconds, most in (
+        ("min_seconds", min_seconds, 3600.0),
+        ("loop_budget", loop_budget, float("inf")),
+    ):
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float | np.integer | np.floating)
+            or not 0 <= seconds <= most  # also False for NaN
+        ):
+            raise ValueError(f"{name}: expected seconds from 0 to {most:g}, got {seconds!r}.")
     q, k = check_pair(query, key)
     q4, k4 = to_4d(q), to_4d(k)
     total_flops = flops(q.shape, k.shape)

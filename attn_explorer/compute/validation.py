@@ -13,6 +13,15 @@ import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
+#: Largest magnitude of any query, key or value entry. A score is a sum of d products,
+#: |s| ≤ d·M², and must stay finite in float32 (max 3.4e38) with d at its limit of
+#: 512: 512·(1e15)² = 5.1e32 leaves a margin of 10⁵ for the scale factor and the sums.
+#: 1e15 is also below 2**53, so every whole number up to it is exact in float64.
+MAX_ABS_VALUE = 1e15
+
+#: Whole numbers beyond this are rounded when converted to float64.
+EXACT_INTEGER_LIMIT = 2**53
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -30,6 +39,10 @@ class Limits:
 
 LIMITS = Limits()
 
+#: Largest block of cells one paste may write (rows × columns), to be checked from the
+#: clipboard's dimensions before any cell is parsed: a whole (T, d) table at its limits.
+MAX_PASTE_CELLS = LIMITS.max_tokens * LIMITS.max_dim
+
 
 def as_float_array(name: str, value: object) -> np.ndarray:
     """Return ``value`` as a float32/float64 array, keeping either dtype as it is."""
@@ -40,7 +53,19 @@ def as_float_array(name: str, value: object) -> np.ndarray:
             f"{name}: expected a rectangular array of numbers (every row the same length); {exc}"
         ) from None
     if array.dtype not in FLOAT_DTYPES:
-        if array.dtype.kind in "biu":
+        if array.dtype.kind == "b":
+            raise ValueError(
+                f"{name}: expected numbers, got booleans (True/False); pass numbers such as "
+                "0.0 and 1.0 (a mask of booleans goes in mask=)."
+            )
+        if array.dtype.kind in "iu":
+            if array.size and (
+                array.max() > EXACT_INTEGER_LIMIT or array.min() < -EXACT_INTEGER_LIMIT
+            ):
+                raise ValueError(
+                    f"{name}: holds whole numbers beyond ±2**53, which float64 cannot hold "
+                    f"exactly (and the limit is ±{MAX_ABS_VALUE:g}); use smaller numbers."
+                )
             array = array.astype(np.float64)
         elif array.dtype.kind == "f":
             array = array.astype(np.float64)  # float16 / longdouble: compute in float64
@@ -86,8 +111,8 @@ def check_pair(
     check_limits("query", q.shape, limits)
     check_limits("key", k.shape, limits)
     check_score_elements(int(np.prod(q.shape[:-1], dtype=np.int64)), k.shape[-2], limits)
-    check_finite("query", q)
-    check_finite("key", k)
+    check_values("query", q)
+    check_values("key", k)
     if q.dtype != k.dtype:
         common = np.result_type(q.dtype, k.dtype)
         q, k = q.astype(common), k.astype(common)
@@ -133,9 +158,28 @@ def check_finite(name: str, array: np.ndarray) -> None:
     if not np.isfinite(array).all():
         bad = tuple(int(x) for x in np.argwhere(~np.isfinite(array))[0])
         raise ValueError(
-            f"{name}: entry {list(bad)} is {array[bad]!r}; every value must be a finite "
+            f"{name}: entry {list(bad)} is {float(array[bad])!r}; every value must be a finite "
             "number (replace NaN and ±inf)."
         )
+
+
+def check_values(name: str, array: np.ndarray, limit: float = MAX_ABS_VALUE) -> None:
+    """Raise naming the first NaN, ±inf or entry larger in magnitude than ``limit``.
+
+    Two reductions (min and max, which propagate NaN) and no temporary array when
+    every value is fine; the offending entry is only searched for on failure.
+    """
+    if array.size == 0:
+        return
+    low, high = float(array.min()), float(array.max())
+    if -limit <= low and high <= limit:  # False for NaN and ±inf
+        return
+    check_finite(name, array)
+    bad = tuple(int(x) for x in np.argwhere(np.abs(array) > limit)[0])
+    raise ValueError(
+        f"{name}: entry {list(bad)} is {float(array[bad])!r}, over the limit of "
+        f"±{limit:g} (MAX_ABS_VALUE): larger values overflow the scores; use smaller numbers."
+    )
 
 
 def to_4d(array: np.ndarray) -> np.ndarray:

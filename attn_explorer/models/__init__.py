@@ -9,6 +9,8 @@ Never imports Qt. Public API:
 - ``find_models() -> list[FoundModel]``: BERT folders in the hub cache and model packages
 - ``head_summaries(weights, tokens) -> HeadSummaries``
 - ``SafetensorsFile`` / ``save_safetensors``, ``WordPieceTokenizer``, ``read_config``
+- ``ModelError`` (a bad model folder: file and field) and ``TextError`` (bad text,
+  over ``MAX_TEXT_CHARS``), both ``ValueError``
 """
 
 from attn_explorer.models.bert import (
@@ -26,6 +28,7 @@ from attn_explorer.models.config import (
     read_tokenizer_config,
 )
 from attn_explorer.models.discovery import FoundModel, find_models, is_bert_folder
+from attn_explorer.models.errors import MAX_TEXT_CHARS, ModelError, TextError
 from attn_explorer.models.layers import erf, gelu, layer_norm
 from attn_explorer.models.safetensors import SafetensorsFile, save_safetensors
 from attn_explorer.models.summaries import SUMMARY_NAMES, HeadSummaries, head_summaries
@@ -33,6 +36,7 @@ from attn_explorer.models.tokenizer import Encoding, WordPieceTokenizer
 
 __all__ = [
     "BERT_MODEL_TYPES",
+    "MAX_TEXT_CHARS",
     "SUMMARY_NAMES",
     "BertConfig",
     "BertModel",
@@ -41,7 +45,9 @@ __all__ = [
     "FoundModel",
     "HeadSummaries",
     "ModelAttention",
+    "ModelError",
     "SafetensorsFile",
+    "TextError",
     "TokenizerConfig",
     "WordPieceTokenizer",
     "erf",

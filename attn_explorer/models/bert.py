@@ -13,13 +13,15 @@ float32: the weights are float32 views of the memory-mapped file.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from attn_explorer.compute import multi_head_attention
+from attn_explorer.compute import LIMITS, multi_head_attention
 from attn_explorer.models.config import BertConfig, read_config, read_tokenizer_config
+from attn_explorer.models.errors import ModelError, check_text
 from attn_explorer.models.layers import ACTIVATION_FUNCTIONS, dense, layer_norm
 from attn_explorer.models.safetensors import SafetensorsFile
 from attn_explorer.models.summaries import HeadSummaries, head_summaries
@@ -106,9 +108,65 @@ def _canonical_name(name: str) -> str:
     return name
 
 
-def read_weights(path: Path, config: BertConfig) -> dict[str, np.ndarray]:
-    """Open ``model.safetensors`` and check every needed weight's presence, shape and dtype."""
-    tensors = SafetensorsFile(path)
+#: The smallest floating-point weight (F16 / BF16) takes 2 bytes.
+MIN_BYTES_PER_WEIGHT = 2
+
+
+def weight_count(config: BertConfig) -> int:
+    """How many numbers the weights of ``config`` hold: exact, from the sizes alone."""
+    d, ff = config.hidden_size, config.intermediate_size
+    embeddings = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * d
+    # Q, K, V, O (d×d + d each), FFN (ff×d + ff, d×ff + d), two LayerNorms (2d each)
+    per_layer = 4 * d * d + 4 * d + 2 * d * ff + ff + d + 4 * d
+    return embeddings + 2 * d + config.num_hidden_layers * per_layer
+
+
+def check_config_against_weights(
+    config: BertConfig, tensors: SafetensorsFile, folder: Path
+) -> None:
+    """Refuse a config.json whose sizes the weights file cannot hold, before allocating anything.
+
+    Compared with the header's real tensor list (names and byte count), so an
+    absurd ``num_hidden_layers`` or ``hidden_size`` costs nothing: only then are
+    the expected shapes listed and each weight checked.
+    """
+    config_path = folder / "config.json"
+    layer_name = re.compile(r"encoder\.layer\.(\d{1,9})\.")
+    present = {
+        int(match[1])
+        for name in tensors.names()
+        if (match := layer_name.match(_canonical_name(name)))
+    }
+    needed = config.num_hidden_layers
+    have = sum(1 for n in present if n < needed)  # never a loop over range(needed)
+    if have < needed:
+        missing = needed - have
+        raise ModelError(
+            f"{config_path}: num_hidden_layers is {needed} but {WEIGHTS_FILE} holds weights for "
+            f"{len(present)} layers; the weights of {missing:,} layer(s) are missing."
+        )
+    need = weight_count(config) * MIN_BYTES_PER_WEIGHT
+    if need > tensors.data_bytes:
+        sizes = ", ".join(
+            f"{name} {getattr(config, name):,}"
+            for name in (
+                "vocab_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "intermediate_size",
+                "max_position_embeddings",
+                "type_vocab_size",
+            )
+        )
+        raise ModelError(
+            f"{config_path}: {sizes} call for at least {need:,} bytes of weights, but "
+            f"{WEIGHTS_FILE} holds {tensors.data_bytes:,} bytes; the sizes do not match it."
+        )
+
+
+def read_weights(tensors: SafetensorsFile, config: BertConfig) -> dict[str, np.ndarray]:
+    """Check every weight ``config`` needs in ``tensors`` (presence, shape, dtype); return them."""
+    path = tensors.path
     by_name = {_canonical_name(n): n for n in tensors.names()}
     weights: dict[str, np.ndarray] = {}
     missing = []
@@ -118,12 +176,12 @@ def read_weights(path: Path, config: BertConfig) -> dict[str, np.ndarray]:
             continue
         stored = by_name[name]
         if tensors.shape(stored) != shape:
-            raise ValueError(
+            raise ModelError(
                 f"{path}: weight {stored!r} has shape {tensors.shape(stored)} but config.json "
                 f"implies {shape}; the weights do not belong to this configuration."
             )
         if tensors.dtype(stored) not in ("F32", "F16", "BF16", "F64"):
-            raise ValueError(
+            raise ModelError(
                 f"{path}: weight {stored!r} is {tensors.dtype(stored)}; expected floating point."
             )
         weights[name] = tensors.get(stored)
@@ -131,7 +189,7 @@ def read_weights(path: Path, config: BertConfig) -> dict[str, np.ndarray]:
         shown = ", ".join(missing[:3])
         if len(missing) > 3:
             shown += f" and {len(missing) - 3} more"
-        raise ValueError(
+        raise ModelError(
             f"{path}: {len(missing)} weight(s) that config.json calls for are missing ({shown}); "
             "is this a BertModel checkpoint with the same number of layers?"
         )
@@ -242,8 +300,13 @@ class BertModel:
         )
 
     def encode(self, text: str, text_pair: str | None = None) -> Encoding:
-        """Tokenize for this model, truncated to its ``max_position_embeddings``."""
-        return self.tokenizer.encode(text, text_pair, self.config.max_position_embeddings)
+        """Tokenize for this model, truncated to its ``max_position_embeddings``.
+
+        Also to the explorer's token limit (``LIMITS.max_tokens``), which every
+        attention head is held to.
+        """
+        length = min(self.config.max_position_embeddings, LIMITS.max_tokens)
+        return self.tokenizer.encode(text, text_pair, length)
 
     def forward(
         self,
@@ -326,10 +389,12 @@ class BertModel:
     ) -> ModelAttention:
         """Tokenize ``text`` (and ``text_pair``), run the model, keep every head's attention.
 
-        Raises ``ValueError`` for an empty sentence; a sentence longer than the
-        model's ``max_position_embeddings`` is truncated and flagged (``truncated``,
-        ``notice``).
+        Raises :class:`TextError` (a ``ValueError``) for text that is not a str,
+        too long or empty; a sentence longer than the model's
+        ``max_position_embeddings`` is truncated and flagged (``truncated``, ``notice``).
         """
+        check_text("text", text)
+        check_text("text_pair", text_pair, optional=True)
         encoding = self.encode(text, text_pair)
         ids = np.array([encoding.input_ids], dtype=np.int64)  # (1, T)
         types = np.array([encoding.token_type_ids], dtype=np.int64)
@@ -373,16 +438,16 @@ def load_model(folder: str | Path) -> BertModel:
     """Load a Hugging Face-layout BERT folder (config.json, model.safetensors, vocab.txt).
 
     Checks the configuration, the tokenizer files and every weight's name and
-    shape before anything runs; raises ``ValueError`` with a readable message if
-    something is missing or does not fit.
+    shape before anything runs; raises :class:`ModelError` (a ``ValueError``) naming
+    the file and the field if something is missing or does not fit.
     """
     path = Path(folder).expanduser()
     if not path.is_dir():
-        raise ValueError(f"{path}: not a folder; choose a model folder with config.json.")
+        raise ModelError(f"{path}: not a folder; choose a model folder with config.json.")
     config = read_config(path)
     tokenizer = WordPieceTokenizer.from_folder(path, read_tokenizer_config(path))
     if len(tokenizer.id_to_token) > config.vocab_size:
-        raise ValueError(
+        raise ModelError(
             f"{path}: vocab.txt has {len(tokenizer.id_to_token)} tokens but config.json's "
             f"vocab_size is {config.vocab_size}."
         )
@@ -390,6 +455,8 @@ def load_model(folder: str | Path) -> BertModel:
     if not weights_path.exists():
         found = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".h5", ".pt"))
         hint = f" (found {', '.join(found)}: only safetensors is read)" if found else ""
-        raise ValueError(f"{path}: no {WEIGHTS_FILE}{hint}.")
-    weights = read_weights(weights_path, config)
+        raise ModelError(f"{path}: no {WEIGHTS_FILE}{hint}.")
+    tensors = SafetensorsFile(weights_path)  # the header only: the data stays mapped
+    check_config_against_weights(config, tensors, path)
+    weights = read_weights(tensors, config)
     return BertModel(config, tokenizer, weights, name=model_name(path), folder=path)

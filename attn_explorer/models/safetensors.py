@@ -9,19 +9,25 @@ The format is three parts, back to back::
 
 The file is memory-mapped, so opening a 90 MB model costs a few milliseconds and
 a float32 tensor is a view into the page cache. Every header field is checked
-before it is used: a truncated or malformed file raises ``ValueError`` naming the
-file and what is wrong, never an ``IndexError`` from deep inside numpy.
+before it is used: a truncated or malformed file raises :class:`ModelError` (a
+``ValueError``) naming the file and what is wrong, never an ``IndexError``,
+``OverflowError`` or ``RecursionError`` from deep inside numpy or json.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+
+from attn_explorer.models.errors import ModelError
+from attn_explorer.state.files import FileRefused, open_regular_file
 
 #: Raw little-endian dtype of each safetensors dtype name.
 DTYPES: dict[str, np.dtype] = {
@@ -38,8 +44,12 @@ DTYPES: dict[str, np.dtype] = {
 }
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
 
-#: Headers larger than this are refused (the reference implementation's limit).
-MAX_HEADER_BYTES = 100 * 1024 * 1024
+#: Headers larger than this are refused. The reference implementation allows 100 MB, but a
+#: header is parsed into Python objects first (~10× its size) and a BERT's is 20-40 KB.
+MAX_HEADER_BYTES = 8 * 1024 * 1024
+#: Largest extent of one tensor dimension: a product of such extents is computed exactly
+#: (Python ints) and compared with the bytes really present, so no int64 ever wraps.
+MAX_EXTENT = 2**48
 
 
 def _bf16_to_float32(raw: np.ndarray) -> np.ndarray:
@@ -65,24 +75,27 @@ class SafetensorsFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         where = f"{self.path}"
-        try:
-            size = self.path.stat().st_size
-        except OSError as exc:
-            raise ValueError(f"{where}: cannot read the weights file ({exc.strerror}).") from None
-        if size < 8:
-            raise ValueError(
-                f"{where}: the file is {size} bytes, too short for a safetensors header "
-                "(8-byte length + JSON); it is truncated or not a safetensors file."
-            )
-        with open(self.path, "rb") as handle:
+        try:  # a folder, FIFO or device is refused before anything blocks or is mapped
+            handle = open_regular_file(self.path, sys.maxsize, "weights file")
+        except FileRefused as exc:
+            if str(exc) == "no such file":
+                raise ModelError(f"{where}: cannot read the weights file (no such file).") from None
+            raise ModelError(f"{where}: {exc}.") from None
+        with handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < 8:
+                raise ModelError(
+                    f"{where}: the file is {size} bytes, too short for a safetensors header "
+                    "(8-byte length + JSON); it is truncated or not a safetensors file."
+                )
             header_len = int.from_bytes(handle.read(8), "little")
             if header_len > MAX_HEADER_BYTES:
-                raise ValueError(
+                raise ModelError(
                     f"{where}: header length {header_len:,} bytes is implausible "
                     f"(limit {MAX_HEADER_BYTES:,}); this is not a safetensors file."
                 )
             if 8 + header_len > size:
-                raise ValueError(
+                raise ModelError(
                     f"{where}: the header says it is {header_len:,} bytes but the file has only "
                     f"{size - 8:,} after the length field; the file is truncated."
                 )
@@ -90,12 +103,14 @@ class SafetensorsFile:
         try:
             header = json.loads(raw_header.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{where}: the header is not valid UTF-8 JSON ({exc}).") from None
+            raise ModelError(f"{where}: the header is not valid UTF-8 JSON ({exc}).") from None
+        except RecursionError:
+            raise ModelError(f"{where}: the header is nested too deeply to be JSON.") from None
         if not isinstance(header, dict):
-            raise ValueError(f"{where}: the header is JSON but not an object of tensors.")
+            raise ModelError(f"{where}: the header is JSON but not an object of tensors.")
         metadata = header.pop("__metadata__", None) or {}
         if not isinstance(metadata, dict):
-            raise ValueError(f"{where}: '__metadata__' must be an object of strings.")
+            raise ModelError(f"{where}: '__metadata__' must be an object of strings.")
         self.metadata: dict[str, str] = {str(k): str(v) for k, v in metadata.items()}
         self._data_start = 8 + header_len
         data_len = size - self._data_start
@@ -105,14 +120,25 @@ class SafetensorsFile:
         spans = sorted((begin, end, name) for name, (_, _, begin, end) in self._entries.items())
         for (_, end_a, name_a), (begin_b, _, name_b) in itertools.pairwise(spans):
             if begin_b < end_a:
-                raise ValueError(f"{where}: tensors {name_a!r} and {name_b!r} overlap.")
+                raise ModelError(f"{where}: tensors {name_a!r} and {name_b!r} overlap.")
         # A plain ndarray view of the read-only map: results of arithmetic on the
-        # weights are ordinary arrays, not np.memmap subclasses.
-        self._buffer = (
-            np.asarray(np.memmap(self.path, dtype=np.uint8, mode="r", offset=self._data_start))
-            if data_len > 0
-            else np.zeros(0, dtype=np.uint8)
-        )
+        # weights are ordinary arrays, not np.memmap subclasses. Mapped through a
+        # checked handle again, so a file swapped for a FIFO meanwhile cannot block.
+        self._buffer = np.zeros(0, dtype=np.uint8)
+        if data_len > 0:
+            try:
+                with open_regular_file(self.path, sys.maxsize, "weights file") as again:
+                    mapped = np.memmap(again, dtype=np.uint8, mode="r", offset=self._data_start)
+            except (FileRefused, OSError, ValueError) as exc:
+                raise ModelError(f"{where}: cannot map the weights ({exc}).") from None
+            if len(mapped) != data_len:
+                raise ModelError(f"{where}: the file changed while it was being opened.")
+            self._buffer = np.asarray(mapped)
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of tensor data after the header (what every tensor's offsets lie within)."""
+        return len(self._buffer)
 
     def names(self) -> list[str]:
         """Tensor names, in header order."""
@@ -147,18 +173,19 @@ def _check_entry(
 ) -> tuple[str, tuple[int, ...], int, int]:
     """Validate one header entry; return (dtype, shape, begin, end)."""
     if not isinstance(entry, dict):
-        raise ValueError(f"{where}: header entry {name!r} is not an object.")
+        raise ModelError(f"{where}: header entry {name!r} is not an object.")
     dtype_name = entry.get("dtype")
     if dtype_name not in DTYPES:
-        raise ValueError(
+        raise ModelError(
             f"{where}: tensor {name!r} has dtype {dtype_name!r}; supported: {', '.join(DTYPES)}."
         )
     shape = entry.get("shape")
     if not isinstance(shape, list) or not all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+        isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_EXTENT for n in shape
     ):
-        raise ValueError(
-            f"{where}: tensor {name!r} has shape {shape!r}; expected a list of sizes ≥ 0."
+        raise ModelError(
+            f"{where}: tensor {name!r} has shape {_short(shape)}; expected a list of sizes "
+            f"from 0 to 2**48."
         )
     offsets = entry.get("data_offsets")
     if (
@@ -166,24 +193,31 @@ def _check_entry(
         or len(offsets) != 2
         or not all(isinstance(n, int) and not isinstance(n, bool) for n in offsets)
     ):
-        raise ValueError(
-            f"{where}: tensor {name!r} has data_offsets {offsets!r}; expected [begin, end]."
+        raise ModelError(
+            f"{where}: tensor {name!r} has data_offsets {_short(offsets)}; expected [begin, end]."
         )
     begin, end = offsets
     if not 0 <= begin <= end:
-        raise ValueError(f"{where}: tensor {name!r} has bad data_offsets [{begin}, {end}].")
+        raise ModelError(f"{where}: tensor {name!r} has bad data_offsets [{begin}, {end}].")
     if end > data_len:
-        raise ValueError(
+        raise ModelError(
             f"{where}: tensor {name!r} ends at byte {end:,} of the data but the file holds only "
             f"{data_len:,} bytes of data; the file is truncated."
         )
-    expected = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype_name].itemsize
+    # Exact integers: [2**32, 2**32] must not wrap to 0 bytes as an int64 product would.
+    expected = math.prod(shape) * DTYPES[dtype_name].itemsize
     if end - begin != expected:
-        raise ValueError(
+        raise ModelError(
             f"{where}: tensor {name!r} is {dtype_name} {tuple(shape)}, which needs {expected:,} "
             f"bytes, but its data_offsets span {end - begin:,}."
         )
     return dtype_name, tuple(shape), begin, end
+
+
+def _short(value: object) -> str:
+    """``repr`` of a header value, cut to 60 characters for a one-line message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def save_safetensors(

@@ -23,9 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attn_explorer.models.config import TokenizerConfig
+from attn_explorer.models.errors import ModelError, TextError, check_text
+from attn_explorer.state.files import FileRefused, read_user_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100
+#: Largest vocab.txt read (bert-base's is 0.2 MB, multilingual BERT's 1 MB).
+MAX_VOCAB_BYTES = 16 * 1024 * 1024
 
 #: CJK Unified Ideographs and their extensions: the blocks BERT splits per character.
 _CJK_RANGES = (
@@ -82,7 +86,7 @@ class WordPieceTokenizer:
         self.id_to_token = list(vocab)
         missing = [t for t in ("[UNK]", "[CLS]", "[SEP]") if t not in self.vocab]
         if missing:
-            raise ValueError(f"vocab.txt: the special token(s) {', '.join(missing)} are missing.")
+            raise ModelError(f"vocab.txt: the special token(s) {', '.join(missing)} are missing.")
         specials = [re.escape(t) for t in SPECIAL_TOKENS if t in self.vocab]
         self._special_split = re.compile("(" + "|".join(specials) + ")")
         strip = self.config.strip_accents
@@ -93,11 +97,15 @@ class WordPieceTokenizer:
         """Read ``folder/vocab.txt``."""
         path = folder / "vocab.txt"
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ValueError(f"{folder}: no vocab.txt (the WordPiece vocabulary).") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: cannot read the vocabulary ({exc}).") from None
+            data = read_user_file(path, MAX_VOCAB_BYTES, "vocabulary")
+        except FileRefused as exc:
+            if str(exc) == "no such file":
+                raise ModelError(f"{folder}: no vocab.txt (the WordPiece vocabulary).") from None
+            raise ModelError(f"{path}: {exc}.") from None
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ModelError(f"{path}: not UTF-8 text (byte {exc.start}).") from None
         vocab = text.split("\n")
         if vocab and vocab[-1] == "":
             vocab.pop()
@@ -185,17 +193,20 @@ class WordPieceTokenizer:
         """``[CLS] text [SEP] (pair [SEP])`` with ids and token types, truncated to ``max_length``.
 
         Truncation is BertTokenizerFast's 'longest_first': drop the last wordpiece of
-        the longer sentence until everything fits. Raises ``ValueError`` when a
-        sentence has no tokens at all.
+        the longer sentence until everything fits. Raises :class:`TextError` (a
+        ``ValueError``) when a text is not a str, is over ``MAX_TEXT_CHARS`` or has
+        no tokens at all.
         """
+        text = check_text("text", text)  # type: ignore[assignment]
+        text_pair = check_text("text_pair", text_pair, optional=True)
         first = self.tokenize(text)
         if not first:
-            raise ValueError("The sentence is empty: type some words to tokenize.")
+            raise TextError("The sentence is empty: type some words to tokenize.")
         second: list[str] | None = None
         if text_pair is not None and text_pair.strip():
             second = self.tokenize(text_pair)
             if not second:
-                raise ValueError("The second sentence has no tokens; type some words or clear it.")
+                raise TextError("The second sentence has no tokens; type some words or clear it.")
         specials = 2 if second is None else 3
         full_length = len(first) + (len(second) if second else 0) + specials
         truncated = False

@@ -1,26 +1,23 @@
-"""Session files (versioned JSON) and the export helpers that need no widget (CSV, NPZ).
+"""Session files (versioned JSON): write, read and validate them. Qt-free.
 
-Qt-free. A session file holds the tokens, Q/K/V of every (batch, head) as nested
+A session file holds the tokens, Q/K/V of every (batch, head) as nested
 lists and every :class:`~attn_explorer.state.session.Options` field; the format is
 described in ``docs/session-format.md``. Loading validates everything and raises
 :class:`SessionFileError` naming the first problem by its JSON path, e.g.
 ``batches[0].heads[1].key[2][0]: expected a number, got "x"``. Loading builds new
-objects, so a bad file never touches the open session. Every file is written
-atomically (a temporary file in the same folder, then ``os.replace``).
+objects, so a bad file never touches the open session. Only regular files up to
+:data:`MAX_SESSION_BYTES` are read, and every file is written atomically (see
+:mod:`attn_explorer.state.files`). The CSV / NPZ helpers of
+:mod:`attn_explorer.state.export` and the file helpers are re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import errno
-import io
 import json
 import math
 import os
 import re
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -29,9 +26,58 @@ from typing import Any
 import numpy as np
 
 from attn_explorer.colormaps import COLORMAPS
-from attn_explorer.compute import STAGES
+from attn_explorer.compute import MAX_ABS_VALUE
+from attn_explorer.state.export import (
+    ExportError,
+    column_labels,
+    csv_text,
+    guarded_write,
+    npz_arrays,
+    read_csv,
+    stage_array,
+    write_csv,
+    write_npz,
+)
+from attn_explorer.state.files import (
+    FileRefused,
+    HugeInteger,
+    clean_text,
+    megabytes,
+    os_error_reason,
+    parse_json,
+    read_user_file,
+    write_atomic,
+    write_atomic_with,
+)
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import MATRICES, Options, Session, Snapshot
+
+__all__ = [  # the file and export helpers are re-exported: callers import them from here
+    "MAX_NAME_CHARS",
+    "MAX_SESSION_BYTES",
+    "MAX_TOKEN_CHARS",
+    "ExportError",
+    "FileRefused",
+    "LoadedSession",
+    "SessionFileError",
+    "clean_text",
+    "column_labels",
+    "csv_text",
+    "guarded_write",
+    "load_session",
+    "load_session_text",
+    "npz_arrays",
+    "os_error_reason",
+    "parse_json",
+    "read_csv",
+    "read_user_file",
+    "save_session",
+    "stage_array",
+    "write_atomic",
+    "write_atomic_with",
+    "write_csv",
+    "write_npz",
+]
 
 FORMAT_NAME = "attn-explorer-session"
 FORMAT_VERSION = 1
@@ -44,69 +90,32 @@ EXAMPLE_FILES = {
     "causal.json": "causal",
 }
 
+#: Largest session file read or written. A file is parsed into Python objects (about 32
+#: bytes per number) before it is validated, so 32 MB of JSON costs at most ~300 MB to
+#: open; the window's autosave (up to 1 M values, ~22 MB of JSON) always fits.
+MAX_SESSION_BYTES = 32 * 1024 * 1024
+#: Longest session name (it goes into every export's title and file name).
+MAX_NAME_CHARS = 200
+#: Longest token name (labels of every table, heatmap and CSV row).
+MAX_TOKEN_CHARS = 200
+
 
 class SessionFileError(Exception):
     """A session file cannot be read or written; the message says where and what to do."""
 
 
-class ExportError(Exception):
-    """An export cannot be written; the message says why and what to do. Nothing changed."""
-
-
 @dataclass(frozen=True)
 class LoadedSession:
-    """What a session file holds, validated; hand it to ``Session.load(snapshot, options)``."""
+    """What a session file holds, validated; hand it to ``Session.load(snapshot, options)``.
+
+    ``notes`` lists what was repaired while loading (an unpaired surrogate in a name
+    replaced by U+FFFD), each with its JSON path, for the status bar.
+    """
 
     snapshot: Snapshot
     options: Options
     name: str
-
-
-# -- writing files --------------------------------------------------------------------------
-def os_error_reason(exc: OSError) -> str:
-    """A short, user-facing reason for a failed write, with what to do about it."""
-    reasons = {
-        errno.ENOSPC: "the disk is full; free some space or choose another drive",
-        errno.EDQUOT: "the disk quota is exceeded; free some space or choose another drive",
-        errno.EACCES: "permission denied; choose a folder you can write to",
-        errno.EPERM: "permission denied; choose a folder you can write to",
-        errno.EROFS: "the drive is read-only; choose another folder",
-        errno.ENOENT: "the folder does not exist; create it or choose another",
-        errno.ENOTDIR: "part of the path is a file, not a folder; choose another path",
-        errno.EISDIR: "a folder has that name; choose a file name",
-    }
-    return reasons.get(exc.errno or 0, exc.strerror or str(exc))
-
-
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``.
-
-    Either the whole new file is there afterwards or the old one is untouched.
-    Raises ``OSError`` (see :func:`os_error_reason` for a message).
-    """
-    target = Path(path)
-    folder = target.parent
-    if target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target))
-    try:
-        mode = target.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    return target
+    notes: tuple[str, ...] = ()
 
 
 # -- session → JSON -------------------------------------------------------------------------
@@ -132,9 +141,9 @@ def snapshot_to_dict(snapshot: Snapshot, options: Options, name: str) -> dict[st
     return {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
-        "name": name,
+        "name": clean_text(name)[:MAX_NAME_CHARS],
         "shape": {"B": b, "H": h, "T": t, "d": d},
-        "tokens": list(snapshot.tokens),
+        "tokens": [clean_text(token) for token in snapshot.tokens],
         "batches": [
             {"heads": [{m: _matrix(arrays[m][bi, hi]) for m in MATRICES} for hi in range(h)]}
             for bi in range(b)
@@ -161,17 +170,53 @@ def session_json(data: dict[str, Any]) -> str:
 def save_session(session: Session, path: str | os.PathLike[str]) -> Path:
     """Write ``session`` to ``path`` atomically; ``SessionFileError`` if it cannot be written.
 
-    Does not mark the session saved: the caller does ``session.mark_saved(path)``.
+    Nothing is written that :func:`load_session` would refuse: a token over
+    :data:`MAX_TOKEN_CHARS` or a file over :data:`MAX_SESSION_BYTES` is an error
+    (the size is bounded from the shape before the text is built). Does not
+    mark the session saved: the caller does ``session.mark_saved(path)``.
     """
-    text = session_json(session_to_dict(session))
+    b, h, t, d = session.shape
+    values = 3 * b * h * t * d
+    if 2 * values > MAX_SESSION_BYTES:  # every number takes at least 2 bytes ("0,")
+        raise SessionFileError(
+            f"could not save {path}: {values:,} values do not fit the session-file limit of "
+            f"{megabytes(MAX_SESSION_BYTES)}; use fewer heads, tokens or dimensions, "
+            "or export NPZ"
+        )
+    for name in MATRICES:
+        array = session.matrix(name)
+        # min and max: no temporary array (np.abs would copy up to 512 MB)
+        if array.max() > MAX_ABS_VALUE or array.min() < -MAX_ABS_VALUE:
+            where = [int(i) for i in np.argwhere(np.abs(array) > MAX_ABS_VALUE)[0]]
+            raise SessionFileError(
+                f"could not save {path}: {name}{where} is {float(array[tuple(where)])!r}, over "
+                f"the limit of ±{MAX_ABS_VALUE:g}"
+            )
+    for index, token in enumerate(session.tokens):
+        if len(token) > MAX_TOKEN_CHARS:
+            raise SessionFileError(
+                f"could not save {path}: token {index + 1} is {len(token):,} characters long, "
+                f"over the limit of {MAX_TOKEN_CHARS}; rename it"
+            )
+    data = session_json(session_to_dict(session)).encode("utf-8")
+    if len(data) > MAX_SESSION_BYTES:
+        raise SessionFileError(
+            f"could not save {path}: the file would be {megabytes(len(data))}, over the "
+            f"limit of {megabytes(MAX_SESSION_BYTES)} that Open reads; use fewer heads, "
+            "tokens or dimensions, or export NPZ"
+        )
     try:
-        return write_atomic(path, text.encode("utf-8"))
+        return write_atomic(path, data)
     except OSError as exc:
         raise SessionFileError(f"could not save {path}: {os_error_reason(exc)}") from None
 
 
 # -- JSON → session -------------------------------------------------------------------------
 def _shown(value: Any) -> str:
+    if isinstance(value, HugeInteger):
+        return str(value)
+    if isinstance(value, dict | list):
+        return "an object" if isinstance(value, dict) else "a list"
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
     text = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(text, text)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -182,6 +227,8 @@ def _type_name(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, HugeInteger):
+        return str(value)
     if isinstance(value, int | float):
         return "a number"
     if isinstance(value, str):
@@ -204,6 +251,8 @@ def _field(obj: dict[str, Any], name: str, path: str) -> Any:
 def _object(value: Any, path: str, allowed: Sequence[str]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail(path, f"expected an object {{...}}, got {_type_name(value)}")
+    for key in getattr(value, "duplicates", ()):
+        raise _fail(path, f'field "{key}" appears more than once; keep one')
     for key in value:
         if key not in allowed:
             raise _fail(path, f'unknown field "{key}"; expected one of {", ".join(allowed)}')
@@ -219,6 +268,8 @@ def _list(value: Any, path: str, length: int | None = None, what: str = "items")
 
 
 def _int(value: Any, path: str, low: int | None = None) -> int:
+    if isinstance(value, HugeInteger):
+        raise _fail(path, f"expected a whole number, got {value} (far too large)")
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(path, f"expected a whole number, got {_type_name(value)}")
     if low is not None and value < low:
@@ -232,17 +283,49 @@ def _read_matrix(value: Any, path: str, rows: int, cols: int, row_what: str) -> 
     for i, row in enumerate(value):
         row_path = f"{path}[{i}]"
         _list(row, row_path, cols, "numbers (one per dimension d)")
-        for j, x in enumerate(row):
-            if isinstance(x, bool) or not isinstance(x, int | float):
-                raise _fail(f"{row_path}[{j}]", f"expected a number, got {_shown(x)}")
+        # Fast path: a row of plain numbers (bool is not int here: type() is exact).
+        if all(type(x) is float or type(x) is int for x in row):
             try:
-                number = float(x)
-            except OverflowError:
-                number = math.inf
-            if not math.isfinite(number):
-                raise _fail(f"{row_path}[{j}]", f"expected a finite number, got {_shown(x)}")
-            out[i, j] = number
+                out[i] = row
+            except OverflowError:  # a whole number beyond float64: the slow path names it
+                pass
+            else:
+                if (np.abs(out[i]) <= MAX_ABS_VALUE).all():  # False for NaN and ±inf
+                    continue
+        for j, x in enumerate(row):
+            out[i, j] = _read_number(x, f"{row_path}[{j}]")
     return out
+
+
+def _read_number(x: Any, path: str) -> float:
+    """One cell: a finite number within ±MAX_ABS_VALUE, else SessionFileError at ``path``."""
+    if isinstance(x, HugeInteger):
+        raise _fail(path, f"{x} is over the limit of ±{MAX_ABS_VALUE:g}")
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise _fail(path, f"expected a number, got {_shown(x)}")
+    try:
+        number = float(x)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise _fail(path, f"expected a finite number, got {_shown(x)}")
+    if abs(number) > MAX_ABS_VALUE:
+        raise _fail(
+            path,
+            f"{number!r} is over the limit of ±{MAX_ABS_VALUE:g}; larger values overflow "
+            "the scores",
+        )
+    return number
+
+
+def _read_text(value: Any, path: str, limit: int, notes: list[str]) -> str:
+    """A name: text of at most ``limit`` characters, unpaired surrogates replaced (noted)."""
+    if len(value) > limit:
+        raise _fail(path, f"{len(value):,} characters long, over the limit of {limit}; shorten it")
+    cleaned = clean_text(value)
+    if cleaned != value:
+        notes.append(f"{path}: an unpaired surrogate (invalid text) was replaced by \ufffd")
+    return cleaned
 
 
 def _read_options(value: Any, batch: int, heads: int) -> Options:
@@ -293,9 +376,11 @@ def session_from_dict(data: Any) -> LoadedSession:
             f"version: the file is format version {version}, newer than this app reads "
             f"({FORMAT_VERSION}); update Attention Explorer to open it"
         )
+    notes: list[str] = []
     name = _field(top, "name", "")
     if not isinstance(name, str):
         raise _fail("name", f"expected text, got {_type_name(name)}")
+    name = _read_text(name, "name", MAX_NAME_CHARS, notes)
     shape = _object(_field(top, "shape", ""), "shape", ["B", "H", "T", "d"])
     b, h, t, d = (_int(_field(shape, k, "shape"), f"shape.{k}") for k in ("B", "H", "T", "d"))
     problem = Session.check_size(b, h, t, d)
@@ -305,6 +390,9 @@ def session_from_dict(data: Any) -> LoadedSession:
     for i, token in enumerate(tokens):
         if not isinstance(token, str) or not token.strip():
             raise _fail(f"tokens[{i}]", f"expected a non-empty name, got {_shown(token)}")
+    tokens = [
+        _read_text(token, f"tokens[{i}]", MAX_TOKEN_CHARS, notes) for i, token in enumerate(tokens)
+    ]
     batches = _list(_field(top, "batches", ""), "batches", b, "batches (shape.B)")
     arrays = {m: np.empty((b, h, t, d), dtype=np.float64) for m in MATRICES}
     for bi, batch in enumerate(batches):
@@ -320,28 +408,37 @@ def session_from_dict(data: Any) -> LoadedSession:
                 )
     options = _read_options(_field(top, "options", ""), b, h)
     snapshot = Snapshot(tuple(tokens), arrays["query"], arrays["key"], arrays["value"])
-    return LoadedSession(snapshot, options, name)
+    return LoadedSession(snapshot, options, name, tuple(notes))
 
 
 def load_session(path: str | os.PathLike[str]) -> LoadedSession:
-    """Read and validate a session file; ``SessionFileError`` names the first problem."""
+    """Read and validate a session file; ``SessionFileError`` names the first problem.
+
+    Only a regular file of at most :data:`MAX_SESSION_BYTES` is read: a FIFO, a
+    device, a socket or a folder is refused without blocking, a bigger file
+    before reading it.
+    """
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SessionFileError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise SessionFileError(f"{path}: is a folder, not a session file") from None
-    except OSError as exc:
-        raise SessionFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        data = read_user_file(path, MAX_SESSION_BYTES, "session file")
+    except FileRefused as exc:
+        raise SessionFileError(f"{path}: {exc}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark, as some editors write, is fine
     except UnicodeDecodeError:
         raise SessionFileError(f"{path}: not a text file (expected UTF-8 JSON)") from None
+    del data
     return load_session_text(text, str(path))
 
 
 def load_session_text(text: str, source: str = "session") -> LoadedSession:
     """Parse and validate session-file text; ``source`` names it in error messages."""
+    if len(text) > MAX_SESSION_BYTES:
+        raise SessionFileError(
+            f"{source}: {len(text):,} characters, over the limit of "
+            f"{megabytes(MAX_SESSION_BYTES)} for a session file"
+        )
     try:
-        data = json.loads(text)
+        data = parse_json(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
         raise SessionFileError(
             f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
@@ -381,79 +478,6 @@ def write_examples(folder: str | os.PathLike[str]) -> list[Path]:
         write_atomic(Path(folder) / file, example_text(file).encode("utf-8"))
         for file in EXAMPLE_FILES
     ]
-
-
-# -- CSV and NPZ export ------------------------------------------------------------------------
-def stage_array(session: Session, stage: str) -> np.ndarray:
-    """(B, H, T, T) of a score stage, or (B, H, T, d_v) for ``output``; ExportError if absent."""
-    if stage not in STAGES:
-        raise ExportError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
-    array = session.result().stage(stage)
-    if array is None:
-        raise ExportError(f"stage {stage!r} needs value vectors V; add values first")
-    return array
-
-
-def column_labels(session: Session, stage: str) -> list[str]:
-    """Key tokens for the score stages; value dimensions d1..d_v for ``output``."""
-    if stage == "output":
-        return [f"d{c + 1}" for c in range(session.shape[3])]
-    return session.tokens
-
-
-def csv_text(row_labels: Sequence[str], col_labels: Sequence[str], matrix: np.ndarray) -> str:
-    """A table with token labels as header row and first column; exact float repr (−inf kept)."""
-    stream = io.StringIO()
-    writer = csv.writer(stream, lineterminator="\n")
-    writer.writerow(["query \\ key", *col_labels])
-    for label, row in zip(row_labels, matrix.tolist(), strict=True):
-        writer.writerow([label, *(repr(float(v)) for v in row)])
-    return stream.getvalue()
-
-
-def read_csv(path: str | os.PathLike[str]) -> tuple[list[str], list[str], np.ndarray]:
-    """Read a CSV written by :func:`csv_text`: (row labels, column labels, float64 matrix)."""
-    with open(path, newline="", encoding="utf-8") as stream:
-        rows = list(csv.reader(stream))
-    header, body = rows[0], rows[1:]
-    matrix = np.array([[float(v) for v in row[1:]] for row in body], dtype=np.float64)
-    return [row[0] for row in body], header[1:], matrix.reshape(len(body), len(header) - 1)
-
-
-def write_csv(path: Path, session: Session, stage: str, head: int) -> Path:
-    """One head's ``stage`` matrix (of the selected batch) as CSV at ``path``."""
-    matrix = stage_array(session, stage)[session.options.batch_index, head]
-    text = csv_text(session.tokens, column_labels(session, stage), matrix)
-    return write_atomic(path, text.encode("utf-8"))
-
-
-def npz_arrays(session: Session) -> dict[str, np.ndarray]:
-    """Everything an NPZ export holds: Q, K, V (float64), every stage, tokens, options (JSON)."""
-    result = session.result()
-    arrays: dict[str, np.ndarray] = {m: np.array(session.matrix(m)) for m in MATRICES}
-    for stage in STAGES:
-        value = result.stage(stage)
-        if value is not None:
-            arrays[stage] = np.array(value)  # (B, H, T, T) or output (B, H, T, d_v)
-    arrays["tokens"] = np.array(session.tokens, dtype=str)
-    arrays["options"] = np.array(json.dumps(asdict(session.options)))
-    arrays["name"] = np.array(session.name)
-    return arrays
-
-
-def write_npz(path: Path, session: Session) -> Path:
-    """All heads and stages as a compressed ``.npz`` (read with ``np.load(path)``)."""
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **npz_arrays(session))  # type: ignore[arg-type]
-    return write_atomic(path, buffer.getvalue())
-
-
-def guarded_write(path: Path, write: Callable[[], Path]) -> Path:
-    """Run ``write`` and turn an ``OSError`` into an ``ExportError`` naming ``path``."""
-    try:
-        return write()
-    except OSError as exc:
-        raise ExportError(f"could not write {path}: {os_error_reason(exc)}") from None
 
 
 if __name__ == "__main__":  # python -m attn_explorer.state.io  → regenerate resources/examples

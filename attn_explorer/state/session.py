@@ -112,11 +112,12 @@ class _Command:
     redo: Callable[[], None]
 
 
-def parse_number(text: str) -> float:
+def parse_number(text: str, *, max_abs: float | None = None) -> float:
     """A float typed by the user, in C locale, at full precision; ValueError otherwise.
 
     Accepts ``1``, ``-2.5``, ``1e-3``, ``.5``; rejects text, NaN and ±inf with a
-    message saying what to type instead.
+    message saying what to type instead, and with ``max_abs`` (for a cell:
+    ``MAX_ABS_VALUE``) any number larger in magnitude, naming that limit.
     """
     stripped = text.strip()
     if not stripped:
@@ -133,6 +134,11 @@ def parse_number(text: str) -> float:
         raise ValueError("NaN is not allowed; type a finite number")
     if math.isinf(value):
         raise ValueError(f"{stripped!r} is infinite; type a finite number")
+    if max_abs is not None and abs(value) > max_abs:
+        raise ValueError(
+            f"{stripped!r} is over the limit of ±{max_abs:g}; type a number from "
+            f"-{max_abs:g} to {max_abs:g}"
+        )
     return value
 
 
@@ -371,6 +377,15 @@ class Session:
                 "number; kept the old values"
             )
             return False
+        from attn_explorer.compute.validation import MAX_ABS_VALUE
+
+        if np.abs(values).max() > MAX_ABS_VALUE:  # larger values overflow the scores
+            r, c = (int(x) for x in np.argwhere(np.abs(values) > MAX_ABS_VALUE)[0])
+            self.report(
+                f"{self.cell_name(matrix, token + r, dim + c, h)}: {float(values[r, c])!r} is "
+                f"over the limit of ±{MAX_ABS_VALUE:g}; kept the old values"
+            )
+            return False
         region = (b, h, slice(token, token + rows), slice(dim, dim + cols))
         old = array[region].copy()
         if np.array_equal(old, values):
@@ -439,6 +454,15 @@ class Session:
             if not np.isfinite(array).all():
                 where = [int(x) for x in np.argwhere(~np.isfinite(array))[0]]
                 self.report(f"{text}: {name}{where} is not a finite number; kept the current table")
+                return False
+            from attn_explorer.compute.validation import MAX_ABS_VALUE
+
+            if array.size and max(array.max(), -array.min()) > MAX_ABS_VALUE:  # no temporary
+                where = [int(x) for x in np.argwhere(np.abs(array) > MAX_ABS_VALUE)[0]]
+                self.report(
+                    f"{text}: {name}{where} is {float(array[tuple(where)])!r}, over the limit of "
+                    f"±{MAX_ABS_VALUE:g}; kept the current table"
+                )
                 return False
         old = self.snapshot()
         # Options are not on the undo stack: undoing a resize must not revert a

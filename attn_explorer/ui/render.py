@@ -464,7 +464,8 @@ MIN_WIDTH, MAX_WIDTH = 200, 16000
 
 
 def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "session"
+    """ASCII letters, digits and ._- only, at most 100 characters (file names allow 255 bytes)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name[:100]).strip("-.") or "session"
 
 
 def default_filename(session: Session, stage: str, head_index: int | str, fmt: str) -> str:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attn_explorer.colormaps import COLORMAPS
-from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES
+from attn_explorer.compute import GRANULARITIES, MAX_ABS_VALUE, STAGES, STRATEGIES
 from attn_explorer.resources_path import resource
 from attn_explorer.state import io
 from attn_explorer.state.io import SessionFileError
@@ -56,7 +56,9 @@ def test_save_load_round_trip_presets(tmp_path, name):
 
 def test_floats_round_trip_exactly_including_negative_zero(tmp_path):
     session = make_session("worked")
-    values = [[0.1, -0.0], [1e-300, 2.0**-1074], [123456789.123456789, -1.7976931348623157e308]]
+    # The largest magnitude a session holds is MAX_ABS_VALUE (1e15; issue 12): the last
+    # value is a float64 just inside it, at full precision.
+    values = [[0.1, -0.0], [1e-300, 2.0**-1074], [123456789.123456789, -999999999999999.9]]
     session.set_block("query", 0, 0, values)
     loaded = io.load_session(io.save_session(session, tmp_path / "s.json"))
     assert loaded.snapshot.query[0, 0].tolist() == values
@@ -64,7 +66,8 @@ def test_floats_round_trip_exactly_including_negative_zero(tmp_path):
 
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=6)
-finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+# Every finite float64 a session may hold: MAX_ABS_VALUE bounds them (issue 12).
+finite = st.floats(-MAX_ABS_VALUE, MAX_ABS_VALUE, allow_nan=False, width=64)
 
 
 @st.composite
