@@ -158,7 +158,7 @@ def test_model_export_in_process_raises_oserror_and_keeps_the_file(tiny_disk, tm
 def test_session_export_from_the_command_line(tiny_disk, tmp_path, fmt):
     session_file = tmp_path / "s.json"
     io.save_session(make_session("worked"), session_file)
-    args = ("--out", tiny_disk, "--format", fmt, "--heads", "0", "--width", 300)
+    args = ("--out", tiny_disk, "--format", fmt, "--heads", "1", "--width", 300)
     first = run_cli(session_file, *args)
     assert first.returncode == 0, first.stderr
     (path,) = (Path(line) for line in first.stdout.splitlines())
