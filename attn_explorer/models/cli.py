@@ -165,12 +165,14 @@ def render_montage(result: ModelAttention, values: str = "weights") -> object:
         )
         for head in range(n_heads):
             x = left + head * (cell + gap)
-            painter.drawText(QRect(x, top - 20, cell, 16), Qt.AlignmentFlag.AlignCenter, f"H{head}")
+            painter.drawText(
+                QRect(x, top - 20, cell, 16), Qt.AlignmentFlag.AlignCenter, f"head {head + 1}"
+            )
         rgb = colorize(data, low, high, stops)  # (L, H, T, T, 3)
         for layer in range(n_layers):
             y = top + layer * (cell + gap)
             painter.drawText(
-                QRect(4, y, left - 12, cell), Qt.AlignmentFlag.AlignVCenter, f"Layer {layer}"
+                QRect(4, y, left - 12, cell), Qt.AlignmentFlag.AlignVCenter, f"layer {layer + 1}"
             )
             for head in range(n_heads):
                 tile = np.ascontiguousarray(rgb[layer, head])  # (T, T, 3): row = query i

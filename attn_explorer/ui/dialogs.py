@@ -24,6 +24,7 @@ from attn_explorer.compute import LIMITS
 from attn_explorer.state.io import ExportError
 from attn_explorer.state.session import Session
 from attn_explorer.ui.files import last_dir
+from attn_explorer.ui.text import message_box
 
 if TYPE_CHECKING:
     from attn_explorer.ui.files import FileCommands
@@ -138,5 +139,6 @@ def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -
     finally:
         session.events.message.disconnect(collect)
     if not paths:
-        QMessageBox.warning(parent, "Export failed", errors[-1] if errors else "Export failed")
+        message = errors[-1] if errors else "Export failed"
+        message_box(parent, QMessageBox.Icon.Warning, "Export failed", message)
     return paths

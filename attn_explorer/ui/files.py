@@ -39,6 +39,7 @@ from attn_explorer.state.io import (
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.session import Options, Snapshot
 from attn_explorer.ui.settings import data_dir, settings
+from attn_explorer.ui.text import message_box
 
 MAX_RECENT = 8
 SESSION_FILTER = "Attention Explorer sessions (*.json);;All files (*)"
@@ -99,15 +100,16 @@ class FileCommands(QObject):
             self._last_error = text
 
     def _warn(self, title: str) -> None:
-        QMessageBox.warning(self.window, title, self._last_error or title)
+        message_box(self.window, QMessageBox.Icon.Warning, title, self._last_error or title)
 
     # -- asking --------------------------------------------------------------------------
     def confirm_discard(self) -> bool:
         """True if the numbers may be replaced: nothing unsaved, or saved, or discarded."""
         if not self.document.has_unsaved_work or not self.ask_before_discard:
             return True
-        answer = QMessageBox.question(
+        answer = message_box(
             self.window,
+            QMessageBox.Icon.Question,
             "Unsaved changes",
             f"Save the changes to {self.document.name}?",
             QMessageBox.StandardButton.Save
@@ -187,7 +189,14 @@ class FileCommands(QObject):
         return True
 
     def open_recent(self, path: str) -> bool:
-        return self.confirm_discard() and self.open_path(path)
+        """Open a recent file; one that cannot be opened any more is said so and forgotten."""
+        if not self.confirm_discard():
+            return False
+        if self.open_path(path):
+            return True
+        settings().setValue("recent", [p for p in recent_files() if p != path])
+        self._warn("Could not open the session")
+        return False
 
     def fill_recent_menu(self, menu: QMenu) -> None:
         menu.clear()

@@ -44,6 +44,7 @@ from attn_explorer.ui.recompute import Recompute
 from attn_explorer.ui.score_grid import ScoreGrid
 from attn_explorer.ui.settings import settings
 from attn_explorer.ui.stepper import StepperPanel
+from attn_explorer.ui.text import message_box
 
 if TYPE_CHECKING:
     from attn_explorer.ui.heatmaps import HeatmapGrid
@@ -438,7 +439,7 @@ class MainWindow(QMainWindow):
         self.lessons_dock.open()
 
     def show_shortcuts(self) -> None:
-        QMessageBox.information(self, "Keyboard shortcuts", self.shortcuts_text())
+        message_box(self, QMessageBox.Icon.Information, "Keyboard shortcuts", self.shortcuts_text())
 
     def shortcuts_text(self) -> str:
         """Every shortcut, read from the actions themselves (the README's table agrees)."""

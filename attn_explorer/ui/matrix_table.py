@@ -25,10 +25,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer.compute import LIMITS
+from attn_explorer.compute import LIMITS, MAX_PASTE_CELLS
 from attn_explorer.state import Session, format_number, parse_number
 from attn_explorer.state.session import MATRIX_LETTER
 from attn_explorer.state.stepper import Frame
+from attn_explorer.ui.text import plain_tooltip
 
 ROW_HIGHLIGHT = QColor(255, 236, 179)  # amber 100: the row the loop is reading
 CELL_HIGHLIGHT = QColor(255, 171, 64)  # amber 300: the entry being multiplied
@@ -113,7 +114,7 @@ class MatrixModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             value = float(self.session.head_matrix(self.matrix)[r, c])
             name = self.session.cell_name(self.matrix, r, c)
-            return (
+            return plain_tooltip(
                 f"{name} = {format_number(value)}\n"
                 "Double-click or type to edit; Ctrl+V pastes a block."
             )
@@ -201,6 +202,12 @@ def parse_block(
     if len(lines) > max_rows:
         raise ValueError(
             f"the pasted text has {len(lines):,} rows; a table has at most {max_rows:,} tokens"
+        )
+    first = len([c for c in _SPLIT.split(lines[0].strip()) if c])
+    if len(lines) * first > MAX_PASTE_CELLS:
+        raise ValueError(
+            f"the pasted block has {len(lines):,} × {first:,} numbers, over the limit of "
+            f"{MAX_PASTE_CELLS:,}"
         )
     rows = []
     for line in lines:

@@ -24,6 +24,7 @@ from attn_explorer.state import Session, format_number
 from attn_explorer.state.results import Results
 from attn_explorer.state.stepper import Frame, Stepper
 from attn_explorer.ui.matrix_table import display_number
+from attn_explorer.ui.text import plain_tooltip
 
 MAX_GRID_TOKENS = 16
 #: Options that change what the grid shows (without a recompute).
@@ -123,7 +124,7 @@ class ScoreGridModel(QAbstractTableModel):
             font.setBold(self.current == (r, c))
             return font
         if role == Qt.ItemDataRole.ToolTipRole:
-            return self.working(r, c)
+            return plain_tooltip(self.working(r, c))
         return None
 
     def short_text(self, value: float) -> str:

@@ -47,6 +47,7 @@ from attn_explorer.ui.stepper_widgets import (
     abbreviate_sum,
     save_widget_png,
 )
+from attn_explorer.ui.text import plain_tooltip
 
 MAX_RATE = 60  # steps per second at the slider's right end
 DEFAULT_RATE = 4
@@ -223,6 +224,7 @@ class StepperPanel(QWidget):
         predict.addWidget(self.check_button)
         predict.addStretch(1)
         self.predict_label = QLabel()  # the question, then the verdict with the working
+        self.predict_label.setTextFormat(Qt.TextFormat.PlainText)  # holds token names
         self.predict_label.setWordWrap(True)
         self.predict_label.setMinimumHeight(2 * self.predict_label.fontMetrics().lineSpacing())
         self.predict_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
@@ -424,7 +426,7 @@ class StepperPanel(QWidget):
                 self.working_label.setText(f"{prediction.label} = ?")
             else:
                 self.working_label.setText(abbreviate_sum(frame.working))
-            self.working_label.setToolTip(frame.working)
+            self.working_label.setToolTip(plain_tooltip(frame.working))
         self.set_prediction(frame)
         self.set_code(frame)
         self.locals_label.setText(

@@ -45,7 +45,6 @@ class User:
         self.qtbot = qtbot
         self.window = window
         self._answers: list[tuple[type[QWidget], Callable[[QWidget], bool]]] = []
-        self._handled: set[int] = set()
         self.dialogs_seen: list[str] = []
         self.unexpected_dialogs: list[str] = []
         # A dialog nobody answers would block the test forever: close it and fail instead.
@@ -269,14 +268,14 @@ class User:
             dialog is not None
             and dialog.isVisible()
             and isinstance(dialog, kind)
-            and id(dialog) not in self._handled
+            and not dialog.property("answeredByTest")  # ids of Python wrappers get reused
         )
         if not fresh:
             if tries < 300:
                 QTimer.singleShot(10, lambda: self._answer_next(tries + 1))
             return
         self._answers.pop(0)
-        self._handled.add(id(dialog))
+        dialog.setProperty("answeredByTest", True)
         self.dialogs_seen.append(dialog.windowTitle())
         assert handler(dialog)
         if self._answers:
