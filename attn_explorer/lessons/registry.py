@@ -19,7 +19,7 @@ from typing import Any
 
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, strategy_source
 from attn_explorer.state.presets import PRESETS
-from attn_explorer.state.session import MATRICES, Options
+from attn_explorer.state.types import MATRICES, Options
 
 #: Controls a lesson may point at; the names of ``MainWindow.highlight_targets()``.
 HIGHLIGHT_TARGETS = (

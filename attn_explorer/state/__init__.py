@@ -2,11 +2,11 @@
 
 from attn_explorer.state.events import Event, SessionEvents
 from attn_explorer.state.presets import PRESETS, preset
-from attn_explorer.state.session import (
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import (
     MATRICES,
     Options,
     Preset,
-    Session,
     Snapshot,
     format_number,
     parse_number,

@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 
 from attn_explorer.state.io import SessionFileError, load_session, save_session
-from attn_explorer.state.session import Options, Session, Snapshot
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import Options, Snapshot
 
 UNTITLED = "untitled"
 

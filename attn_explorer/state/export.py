@@ -21,7 +21,8 @@ import numpy as np
 
 from attn_explorer.compute import STAGES
 from attn_explorer.state.files import clean_text, os_error_reason, write_atomic_with
-from attn_explorer.state.session import MATRICES, Session
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import MATRICES
 
 
 class ExportError(Exception):

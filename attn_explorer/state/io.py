@@ -50,7 +50,8 @@ from attn_explorer.state.files import (
     write_atomic_with,
 )
 from attn_explorer.state.presets import preset
-from attn_explorer.state.session import MATRICES, Options, Session, Snapshot
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import MATRICES, Options, Snapshot
 
 __all__ = [  # the file and export helpers are re-exported: callers import them from here
     "MAX_NAME_CHARS",

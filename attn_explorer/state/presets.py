@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attn_explorer.state.session import Options, Preset, Snapshot, default_tokens
+from attn_explorer.state.types import Options, Preset, Snapshot, default_tokens
 
 WORKED_QK = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
 

@@ -9,157 +9,31 @@ reason.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
 
-from attn_explorer.colormaps import COLORMAPS
-from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, AttentionResult
+from attn_explorer.compute import AttentionResult
 from attn_explorer.compute.validation import check_limits, check_score_elements
 from attn_explorer.state.events import SessionEvents
+from attn_explorer.state.history import History
+from attn_explorer.state.presets import worked_example
 from attn_explorer.state.results import Results
-
-MATRICES = ("query", "key", "value")
-MATRIX_LETTER = {"query": "Q", "key": "K", "value": "V"}
-FILL_MODES = ("zero", "random")
-DTYPES = ("float64", "float32")
-
-
-@dataclass(frozen=True)
-class Options:
-    """Everything about how the session is computed and shown, except the numbers."""
-
-    strategy: str = "batched"
-    stage: str = "scores"
-    scale: bool = True
-    causal: bool = False
-    shared_scale: bool = True
-    score_colormap: str = "diverging"
-    weight_colormap: str = "sequential"
-    batch_index: int = 0
-    head: int = 0
-    dtype: str = "float64"
-    fill: str = "random"  # new cells visible in a heatmap, unlike zeros
-    seed: int = 0
-    granularity: str = "multiply-add"
-    step: int = -1
-    predict: bool = False
-    show_value: bool = False
-
-    def validate(self, batch: int, heads: int) -> None:
-        """Raise ValueError naming the first invalid option."""
-        choices = {
-            "strategy": STRATEGIES,
-            "stage": STAGES,
-            "fill": FILL_MODES,
-            "dtype": DTYPES,
-            "granularity": GRANULARITIES,
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}."
-                )
-        for name in ("score_colormap", "weight_colormap"):
-            if getattr(self, name) not in COLORMAPS:
-                raise ValueError(
-                    f"{name}: {getattr(self, name)!r} is not one of {', '.join(COLORMAPS)}."
-                )
-        # Types matter: head=1.5 passes a range check but breaks indexing later, and
-        # causal="no" is truthy.
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "bool" and not isinstance(value, bool | np.bool_):
-                raise ValueError(f"{f.name}: expected True or False, got {value!r}.")
-            if f.type == "int" and (
-                isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral)
-            ):
-                raise ValueError(f"{f.name}: expected a whole number, got {value!r}.")
-        if self.seed < 0:
-            raise ValueError(f"seed: {self.seed} is negative; use 0 or more.")
-        if self.step < -1:
-            raise ValueError(f"step: {self.step} is before the first step (-1).")
-        if not 0 <= self.batch_index < batch:
-            raise ValueError(f"batch_index: {self.batch_index} is outside 0..{batch - 1}.")
-        if not 0 <= self.head < heads:
-            raise ValueError(f"head: {self.head} is outside 0..{heads - 1}.")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The numbers and names of a session at one moment (for undo and presets)."""
-
-    tokens: tuple[str, ...]
-    query: np.ndarray
-    key: np.ndarray
-    value: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, int, int, int]:
-        """(B, H, T, d)."""
-        b, h, t, d = self.query.shape
-        return b, h, t, d
-
-
-@dataclass
-class _Command:
-    text: str
-    undo: Callable[[], None]
-    redo: Callable[[], None]
-
-
-def parse_number(text: str, *, max_abs: float | None = None) -> float:
-    """A float typed by the user, in C locale, at full precision; ValueError otherwise.
-
-    Accepts ``1``, ``-2.5``, ``1e-3``, ``.5``; rejects text, NaN and ±inf with a
-    message saying what to type instead, and with ``max_abs`` (for a cell:
-    ``MAX_ABS_VALUE``) any number larger in magnitude, naming that limit.
-    """
-    stripped = text.strip()
-    if not stripped:
-        raise ValueError("the cell is empty; type a number such as 0 or 1.5")
-    try:
-        # Python's float() also takes "1_000" and non-ASCII digits; the C locale does not.
-        if "_" in stripped or not stripped.isascii():
-            raise ValueError(stripped)
-        value = float(stripped)
-    except ValueError:
-        hint = " (use a dot as the decimal separator)" if "," in stripped else ""
-        raise ValueError(f"{stripped!r} is not a number{hint}; type a number such as 1.5") from None
-    if math.isnan(value):
-        raise ValueError("NaN is not allowed; type a finite number")
-    if math.isinf(value):
-        raise ValueError(f"{stripped!r} is infinite; type a finite number")
-    if max_abs is not None and abs(value) > max_abs:
-        raise ValueError(
-            f"{stripped!r} is over the limit of ±{max_abs:g}; type a number from "
-            f"-{max_abs:g} to {max_abs:g}"
-        )
-    return value
-
-
-def format_number(value: float) -> str:
-    """The shortest text that parses back to exactly ``value`` (``1`` rather than ``1.0``)."""
-    value = float(value)
-    if value.is_integer() and abs(value) < 1e16:
-        return str(int(value))
-    return repr(value)
-
-
-def default_tokens(count: int, start: int = 1) -> list[str]:
-    return [f"t{n}" for n in range(start, start + count)]
+from attn_explorer.state.types import (
+    MATRICES,
+    MATRIX_LETTER,
+    Options,
+    Snapshot,
+    parse_number,
+)
 
 
 class Session:
     """Tokens, Q/K/V per (batch, head), options, undo history and change events."""
 
     def __init__(self, snapshot: Snapshot | None = None, options: Options | None = None) -> None:
-        from attn_explorer.state.presets import worked_example
-
         self.events = SessionEvents()
         preset = worked_example()
         snap = snapshot or preset.snapshot
@@ -173,8 +47,7 @@ class Session:
         self._dirty = False
         #: Increments on every change of numbers, shape or options that affect results.
         self.revision = 0
-        self._undo: list[_Command] = []
-        self._redo: list[_Command] = []
+        self.history = History(self.events.undo_changed.emit)
         #: The one owner of the computed result (views subscribe to ``results.changed``).
         self.results = Results(self)
 
@@ -243,47 +116,34 @@ class Session:
 
     # -- undo / redo ----------------------------------------------------------------------
     def _push(self, text: str, undo: Callable[[], None], redo: Callable[[], None]) -> None:
-        redo()
-        self._undo.append(_Command(text, undo, redo))
-        self._redo.clear()
-        self.events.undo_changed.emit()
+        self.history.push(text, undo, redo)
 
     def can_undo(self) -> bool:
-        return bool(self._undo)
+        return self.history.can_undo()
 
     def can_redo(self) -> bool:
-        return bool(self._redo)
+        return self.history.can_redo()
 
     def undo_text(self) -> str:
-        return self._undo[-1].text if self._undo else ""
+        return self.history.undo_text()
 
     def redo_text(self) -> str:
-        return self._redo[-1].text if self._redo else ""
+        return self.history.redo_text()
 
     def undo(self) -> bool:
-        if not self._undo:
+        if not self.history.undo():
             self.report("nothing to undo", "info")
             return False
-        command = self._undo.pop()
-        command.undo()
-        self._redo.append(command)
-        self.events.undo_changed.emit()
         return True
 
     def redo(self) -> bool:
-        if not self._redo:
+        if not self.history.redo():
             self.report("nothing to redo", "info")
             return False
-        command = self._redo.pop()
-        command.redo()
-        self._undo.append(command)
-        self.events.undo_changed.emit()
         return True
 
     def clear_history(self) -> None:
-        self._undo.clear()
-        self._redo.clear()
-        self.events.undo_changed.emit()
+        self.history.clear()
 
     # -- value edits ------------------------------------------------------------------------
     def _array(self, name: str) -> np.ndarray:
@@ -642,14 +502,3 @@ def _as_float64(snapshot: Snapshot) -> Snapshot:
         np.array(snapshot.key, dtype=np.float64),
         np.array(snapshot.value, dtype=np.float64),
     )
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A named starting point: numbers, names and options."""
-
-    name: str
-    title: str
-    description: str
-    snapshot: Snapshot
-    options: Options = field(default_factory=Options)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from attn_explorer.compute import LoopTrace, TimingResult, call_counts, strategy_source
 from attn_explorer.state.formatting import format_seconds
-from attn_explorer.state.session import format_number
+from attn_explorer.state.types import format_number
 
 if TYPE_CHECKING:
     from attn_explorer.state.stepper import Frame

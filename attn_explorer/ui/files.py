@@ -37,7 +37,7 @@ from attn_explorer.state.io import (
     write_atomic,
 )
 from attn_explorer.state.presets import PRESETS
-from attn_explorer.state.session import Options, Snapshot
+from attn_explorer.state.types import Options, Snapshot
 from attn_explorer.ui.settings import data_dir, settings
 from attn_explorer.ui.text import message_box
 

@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.compute import LIMITS, MAX_PASTE_CELLS
 from attn_explorer.state import Session, format_number, parse_number
-from attn_explorer.state.session import MATRIX_LETTER
 from attn_explorer.state.stepper import Frame
+from attn_explorer.state.types import MATRIX_LETTER
 from attn_explorer.ui.text import plain_tooltip
 
 ROW_HIGHLIGHT = QColor(255, 236, 179)  # amber 100: the row the loop is reading

@@ -52,7 +52,8 @@ from attn_explorer.state.io import (
     write_csv,
     write_npz,
 )
-from attn_explorer.state.session import Options, Session
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import Options
 
 PNG_DPI = 300
 SVG_DPI = 96

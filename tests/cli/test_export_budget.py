@@ -19,7 +19,8 @@ import pytest
 
 from attn_explorer.state.export import MAX_EXPORT_BYTES, export_memory_estimate
 from attn_explorer.state.io import session_json, snapshot_to_dict
-from attn_explorer.state.session import Options, Session, Snapshot
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import Options, Snapshot
 
 MB = 2**20
 

@@ -20,7 +20,8 @@ from attn_explorer.resources_path import resource
 from attn_explorer.state import io
 from attn_explorer.state.io import SessionFileError
 from attn_explorer.state.presets import preset, random_preset
-from attn_explorer.state.session import MATRICES, Options, Session
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import MATRICES, Options
 
 
 def make_session(name="worked", **options):
@@ -98,7 +99,7 @@ def sessions(draw):
         predict=draw(st.booleans()),
         show_value=draw(st.booleans()),
     )
-    from attn_explorer.state.session import Snapshot
+    from attn_explorer.state.types import Snapshot
 
     session = Session(Snapshot(tuple(tokens), *arrays), options)
     session.name = draw(names)

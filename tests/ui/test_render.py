@@ -13,7 +13,8 @@ from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.state import io
 from attn_explorer.state.io import ExportError
 from attn_explorer.state.presets import preset, random_preset
-from attn_explorer.state.session import MATRICES, Session
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import MATRICES
 from attn_explorer.ui import render
 from attn_explorer.ui.render import build_figure, export_heatmaps, layout_figure
 
