@@ -24,8 +24,6 @@ SUBCOMMANDS = {
     "bench": "print the strategy timing table (loop / matmul / batched / einsum)",
 }
 
-WORKED_EXAMPLE = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
-
 
 class UserError(Exception):
     """A mistake in what the user asked for: shown as one line, exit status 2."""
@@ -89,19 +87,20 @@ def run_scores(argv: Sequence[str]) -> int:
     import numpy as np
 
     from attn_explorer.compute import STRATEGIES, attention_scores, time_strategies
+    from attn_explorer.state.presets import WORKED_QK, preset
 
     args = _scores_parser().parse_args(argv)
     if args.example and (args.query or args.key):
         raise UserError("give either --example or --query/--key, not both")
-    if args.example == "exercise":
-        query, key = WORKED_EXAMPLE, [*WORKED_EXAMPLE, [2.0, 0.0]]
+    if args.example == "exercise":  # the preset's keys, and the worked example's three queries
+        query, key = WORKED_QK, preset("exercise").snapshot.key[0, 0].tolist()
     elif args.query:
         query = _parse_matrix("query", args.query)
         key = _parse_matrix("key", args.key) if args.key else query
     elif args.key:
         raise UserError("--key needs --query")
     else:
-        query = key = WORKED_EXAMPLE
+        query = key = WORKED_QK
     strategies = args.strategy or list(STRATEGIES)
     try:
         q = np.asarray(query)  # not dtype=float64: true and "1" would pass as numbers;

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from attn_explorer.compute import STAGES
+from attn_explorer.state.export import EXPORT_FORMATS
 from attn_explorer.state.presets import PRESETS
 
 if TYPE_CHECKING:
     from attn_explorer.state.session import Session
 
-FORMATS = ("png", "svg", "csv", "npz")
 PROG = "attn-explorer export"
 
 
@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         default="montage",
         help="montage (one figure, default), all (one file each), current, or numbers like 1,3",
     )
-    parser.add_argument("--format", choices=FORMATS, default="png", help="file format (png)")
+    parser.add_argument("--format", choices=EXPORT_FORMATS, default="png", help="file format (png)")
     parser.add_argument("--width", type=int, default=1600, metavar="PX", help="image width (1600)")
     return parser
 
@@ -109,9 +109,13 @@ def _session(args: argparse.Namespace) -> Session:
 
 def _check_cost(session: Session, args: argparse.Namespace) -> None:
     """Refuse, from the declared shape and before any work, an export over the memory limit."""
-    from attn_explorer.state.export import MAX_EXPORT_BYTES, export_memory_estimate
+    from attn_explorer.state.export import (
+        MAX_EXPORT_BYTES,
+        MAX_WIDTH,
+        MIN_WIDTH,
+        export_memory_estimate,
+    )
     from attn_explorer.state.files import megabytes
-    from attn_explorer.ui.render import MAX_WIDTH, MIN_WIDTH
 
     if not MIN_WIDTH <= args.width <= MAX_WIDTH:
         raise ExportCommandError(

@@ -27,7 +27,7 @@ from attn_explorer.compute.validation import (
     to_4d,
 )
 
-STRATEGIES = ("loop", "matmul", "batched")
+STRATEGIES = tuple(STRATEGY_FUNCTIONS)  # ("loop", "matmul", "batched"), in teaching order
 STAGES = ("scores", "scaled", "masked", "weights", "output")
 
 

@@ -1,8 +1,11 @@
-"""Exports that need no widget: CSV of one head and NPZ of everything. Qt-free.
+"""Exports, without a widget: which files an export writes, and CSV and NPZ themselves. Qt-free.
 
-The window and ``attn-explorer export`` reach these through
-:func:`attn_explorer.ui.render.export_heatmaps`, which adds PNG and SVG. Every
-file is written atomically (:mod:`attn_explorer.state.files`); CSV and NPZ are
+:func:`plan_export` checks the user's choices (stage, heads, format, width, a
+file or a folder) and names the files; :func:`write_export` writes one, asking a
+painter for PNG / SVG bytes (:func:`attn_explorer.ui.render.image_bytes`). The
+window and ``attn-explorer export`` both go through
+:func:`attn_explorer.ui.render.export_heatmaps`, which joins the two. Every file
+is written atomically (:mod:`attn_explorer.state.files`); CSV and NPZ are
 streamed into the temporary file rather than built in memory first.
 """
 
@@ -12,17 +15,21 @@ import csv
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from attn_explorer.compute import STAGES
-from attn_explorer.state.files import clean_text, os_error_reason, write_atomic_with
+from attn_explorer.state.files import clean_text, os_error_reason, write_atomic, write_atomic_with
 from attn_explorer.state.session import Session
 from attn_explorer.state.types import MATRICES
+
+if TYPE_CHECKING:
+    from attn_explorer.state.figure import Figure
 
 
 class ExportError(Exception):
@@ -201,3 +208,147 @@ def export_memory_estimate(
         if fmt == "svg":  # a rectangle per cell (~150 bytes), or an embedded image per head
             need += 2 * h * panel * (150 if panel <= 65536 else 12)
     return need
+
+
+# -- planning an export: which files, which heads, which format ------------------------------------
+#: Every format an export can write; the first two are images (painted by ui.render).
+EXPORT_FORMATS = ("png", "svg", "csv", "npz")
+IMAGE_FORMATS = ("png", "svg")
+#: Which heads: the selected one, all in one figure, or one file each (or head numbers).
+HEAD_CHOICES = ("current", "montage", "all")
+MIN_WIDTH, MAX_WIDTH = 200, 16000
+DEFAULT_WIDTH = 1600
+#: Characters of a session name kept in a file name (file names allow 255 bytes).
+MAX_NAME_IN_FILE = 100
+
+
+def safe_name(name: str) -> str:
+    """ASCII letters, digits and ._- only, at most ``MAX_NAME_IN_FILE`` characters."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name[:MAX_NAME_IN_FILE]).strip("-.") or "session"
+
+
+def default_filename(session: Session, stage: str, head_index: int | str, fmt: str) -> str:
+    """What a file holds, in its name: ``worked-scores-head2.png``, ``worked-scores-all-heads.svg``.
+
+    ``head_index`` is a head's index (0 is ``head1``, the first head) or ``"montage"``;
+    NPZ files hold every stage and head.
+    """
+    name = safe_name(session.name)
+    if session.shape[0] > 1:
+        name += f"-batch{session.options.batch_index + 1}"
+    if fmt == "npz":
+        return f"{name}-all-stages.npz"
+    what = f"head{head_index + 1}" if isinstance(head_index, int) else "all-heads"
+    return f"{name}-{stage}-{what}.{fmt}"
+
+
+def head_indices(session: Session, heads: str | Sequence[int]) -> list[int]:
+    """Head indices from ``current`` / ``montage`` / ``all`` or head numbers (from 1)."""
+    count = session.shape[1]
+    if isinstance(heads, str):
+        if heads == "current":
+            return [session.options.head]
+        if heads in ("all", "montage"):
+            return list(range(count))
+        raise ExportError(f"heads: unknown {heads!r}; use current, montage, all or head numbers")
+    chosen = list(heads)
+    if not chosen:
+        raise ExportError("heads: no head chosen; give at least one head number")
+    for head in chosen:
+        if isinstance(head, bool) or not isinstance(head, int) or not 1 <= head <= count:
+            have = "only head 1" if count == 1 else f"heads 1..{count}"
+            raise ExportError(f"heads: there is no head {head}; this session has {have}")
+    return [head - 1 for head in chosen]
+
+
+def resolve_format(target: Path, fmt: str | None) -> tuple[bool, str]:
+    """(``target`` is a folder, the format): a file's extension names its format."""
+    suffix = target.suffix.lower().lstrip(".")
+    is_folder = target.is_dir() or not suffix
+    if fmt is not None and fmt.lower() not in EXPORT_FORMATS:
+        raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    if is_folder:
+        return True, (fmt or "png").lower()
+    if suffix not in EXPORT_FORMATS:
+        raise ExportError(
+            f"{target.name}: unknown file type .{suffix}; name the file .png, .svg, .csv or .npz"
+        )
+    if fmt is not None and fmt.lower() != suffix:
+        raise ExportError(f"{target.name}: the name ends in .{suffix} but the format is {fmt}")
+    return False, suffix
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """One file of an export: where, what format, which stage, which heads (indices)."""
+
+    path: Path
+    fmt: str
+    stage: str
+    heads: tuple[int, ...]  # one head, or every chosen head for a montage / NPZ
+
+
+def plan_export(
+    session: Session,
+    target: str | os.PathLike[str],
+    *,
+    stage: str | None = None,
+    heads: str | Sequence[int] = "current",
+    fmt: str | None = None,
+    width: int = DEFAULT_WIDTH,
+) -> list[ExportJob]:
+    """Check an export's choices and say which files it writes (a missing folder is created).
+
+    ``target`` is a file (its extension gives the format) or a folder (files get
+    :func:`default_filename` names). ``stage`` defaults to the session's.
+    ``heads``: ``"current"`` (the selected head), ``"montage"`` (all heads in one
+    figure; for CSV one file per head), ``"all"`` (one file per head) or a list of
+    head numbers (from 1, one file each). ``fmt``: png, svg, csv or npz (NPZ always
+    holds every head and stage). Raises :class:`ExportError` saying what to do.
+    """
+    target = Path(target)
+    stage = session.options.stage if stage is None else stage
+    if stage not in STAGES:
+        raise ExportError(f"stage: unknown {stage!r}; choose one of {', '.join(STAGES)}")
+    is_folder, fmt = resolve_format(target, fmt)
+    if isinstance(width, bool) or not isinstance(width, int) or not MIN_WIDTH <= width <= MAX_WIDTH:
+        raise ExportError(f"width: {width!r} pixels is not allowed; use {MIN_WIDTH}..{MAX_WIDTH}")
+    chosen = head_indices(session, heads)
+    stage_array(session, stage)  # raises ExportError when the stage is not available
+    montage = fmt == "npz" or (heads == "montage" and fmt in IMAGE_FORMATS)
+    # one tuple of head indices per file: every chosen head in one figure, or one each
+    groups = [tuple(chosen)] if montage else [(head,) for head in chosen]
+    if is_folder:
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ExportError(f"could not create {target}: {os_error_reason(exc)}") from None
+        paths = [
+            target / default_filename(session, stage, "montage" if montage else g[0], fmt)
+            for g in groups
+        ]
+    elif len(groups) == 1:
+        paths = [target]
+    else:
+        paths = [target.with_name(f"{target.stem}-head{g[0] + 1}{target.suffix}") for g in groups]
+    return [ExportJob(path, fmt, stage, g) for path, g in zip(paths, groups, strict=True)]
+
+
+def write_export(
+    session: Session, job: ExportJob, width: int, draw: Callable[[Figure, str, int], bytes]
+) -> Path:
+    """Write one planned file; ``draw(figure, fmt, width)`` paints PNG / SVG bytes."""
+    from attn_explorer.state.figure import build_figure
+
+    if job.fmt == "npz":
+        return write_npz(job.path, session)
+    if job.fmt == "csv":
+        return write_csv(job.path, session, job.stage, job.heads[0])
+    figure = build_figure(session, job.stage, job.heads)
+    try:
+        data = draw(figure, job.fmt, width)
+    except MemoryError:
+        raise ExportError(
+            f"{job.path.name}: the image would be too large; choose a smaller width or fewer heads"
+        ) from None
+    return write_atomic(job.path, data)

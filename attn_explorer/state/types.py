@@ -42,6 +42,11 @@ class Options:
     predict: bool = False
     show_value: bool = False
 
+    def colormap_for(self, stage: str) -> str:
+        """The colour map ``stage`` is drawn with: sequential (0..1) for the softmax
+        weights, diverging centred at 0 for every kind of score."""
+        return self.weight_colormap if stage == "weights" else self.score_colormap
+
     def validate(self, batch: int, heads: int) -> None:
         """Raise ValueError naming the first invalid option."""
         choices = {

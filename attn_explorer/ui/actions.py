@@ -19,8 +19,8 @@ from PySide6.QtWidgets import QMenu, QMenuBar
 
 from attn_explorer.compute import STAGES, STRATEGIES
 from attn_explorer.state.io import list_examples
+from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.presets import PRESETS
-from attn_explorer.ui.controls import STAGE_NAMES
 
 if TYPE_CHECKING:
     from attn_explorer.ui.main_window import MainWindow

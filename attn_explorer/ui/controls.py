@@ -27,20 +27,8 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.compute import LIMITS, STAGES, STRATEGIES, strategy_source
 from attn_explorer.state import Session
+from attn_explorer.state.labels import STAGE_NAMES, STRATEGY_TIPS
 from attn_explorer.state.results import Results
-
-STRATEGY_TIPS = {
-    "loop": "Nested Python loops over (b, h, i, j, d): one multiply-add at a time (key 1)",
-    "matmul": "One q @ k.T per head: a Python loop over heads, BLAS inside (key 2)",
-    "batched": "One batched matmul over every head at once: no Python loop (key 3)",
-}
-STAGE_NAMES = {
-    "scores": "scores S = Q Kᵀ",
-    "scaled": "scaled S / √d",
-    "masked": "masked",
-    "weights": "softmax weights",
-    "output": "output (weights @ V)",
-}
 
 
 class StrategyToggle(QWidget):
@@ -59,7 +47,7 @@ class StrategyToggle(QWidget):
             button = QToolButton()
             button.setText(f"{n + 1} {name}")
             button.setCheckable(True)
-            button.setToolTip(STRATEGY_TIPS[name])
+            button.setToolTip(f"{STRATEGY_TIPS[name]} (Alt+{n + 1})")
             button.setMinimumWidth(76)
             self.group.addButton(button, n)
             layout.addWidget(button)

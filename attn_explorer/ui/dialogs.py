@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.compute import LIMITS
-from attn_explorer.state.io import ExportError
+from attn_explorer.state.export import DEFAULT_WIDTH, EXPORT_FORMATS, ExportError
 from attn_explorer.state.session import Session
 from attn_explorer.ui.files import last_dir
 from attn_explorer.ui.text import message_box
@@ -35,8 +35,6 @@ HEAD_CHOICES = (
     ("all heads as one montage", "montage"),
     ("each head as its own file", "all"),
 )
-EXPORT_FORMATS = ("png", "svg", "csv", "npz")
-DEFAULT_EXPORT_WIDTH = 1600
 
 
 def accepted(dialog: QDialog, form: QFormLayout) -> bool:
@@ -84,7 +82,7 @@ def export_heatmap(
     session: Session,
     target: str,
     heads: str = "current",
-    width: int = DEFAULT_EXPORT_WIDTH,
+    width: int = DEFAULT_WIDTH,
     fmt: str | None = None,
 ) -> list[Path]:
     """Export without dialogs; a failure is reported through the session and returns []."""
@@ -101,7 +99,7 @@ def export_heatmap(
 
 def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -> list[Path]:
     """Choose heads, format and width, then a file name; export and say what was written."""
-    from attn_explorer.ui.render import default_filename
+    from attn_explorer.state.export import default_filename
 
     dialog = QDialog(parent)
     dialog.setWindowTitle("Export heatmap")
@@ -116,7 +114,7 @@ def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -
         fmt.addItem(name.upper(), name)
     width = QSpinBox()
     width.setRange(200, 8000)
-    width.setValue(DEFAULT_EXPORT_WIDTH)
+    width.setValue(DEFAULT_WIDTH)
     width.setSuffix(" px")
     form.addRow("heads", which)
     form.addRow("format", fmt)

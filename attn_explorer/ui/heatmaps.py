@@ -309,9 +309,7 @@ class HeatmapGrid(QWidget):
             self.redraw()
 
     def colormap(self) -> str:
-        if self._stage == "weights":
-            return self.session.options.weight_colormap
-        return self.session.options.score_colormap
+        return self.session.options.colormap_for(self._stage)
 
     def redraw(self) -> None:
         """Recolour every shown head from the current values, scale and stepper frame."""

@@ -9,18 +9,18 @@ a shared scale, one per panel otherwise. Colours come from
 cells are grey and named in a legend. Cells are filled rectangles on whole
 pixels, so small grids export as crisp squares.
 
-The window and the command line call :func:`export_heatmaps`; it picks the
-files, :func:`build_figure` collects what to draw, :func:`render_png` /
-:func:`render_svg` paint it, and CSV / NPZ come from the Qt-free
-:mod:`attn_explorer.state.io`. Every failure is an :class:`ExportError` whose
-message says what to do; the session is never changed.
+What is drawn is a Qt-free :class:`~attn_explorer.state.figure.Figure`;
+:func:`layout_figure` places it and :func:`render_png` / :func:`render_svg`
+paint it. The window and the command line call :func:`export_heatmaps`, which
+joins the Qt-free plan of :mod:`attn_explorer.state.export` (which files, which
+heads, CSV and NPZ) with this painting. Every failure is an :class:`ExportError`
+whose message says what to do; the session is never changed.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,31 +40,19 @@ from PySide6.QtGui import (
 )
 from PySide6.QtSvg import QSvgGenerator
 
-from attn_explorer.colormaps import lut, stage_range, to_rgb
-from attn_explorer.compute import STAGES
-from attn_explorer.state.io import (
-    ExportError,
-    column_labels,
+from attn_explorer.colormaps import lut, to_rgb
+from attn_explorer.state.export import (
+    DEFAULT_WIDTH,
     guarded_write,
-    os_error_reason,
-    stage_array,
-    write_atomic,
-    write_csv,
-    write_npz,
+    plan_export,
+    write_export,
 )
+from attn_explorer.state.figure import Figure, Panel
 from attn_explorer.state.session import Session
-from attn_explorer.state.types import Options
 
 PNG_DPI = 300
 SVG_DPI = 96
-MASKED_GREY = (200, 200, 200)  # what colormaps.to_rgb gives −inf / NaN cells
-STAGE_TITLES = {
-    "scores": "scores S = Q Kᵀ",
-    "scaled": "scaled scores S · scale",
-    "masked": "masked scores",
-    "weights": "weights softmax(S)",
-    "output": "output = weights · V",
-}
+MASKED_GREY = (200, 200, 200)  # what colormaps.to_rgb gives −inf (masked) cells
 _app: QGuiApplication | None = None
 
 
@@ -83,67 +71,6 @@ def ensure_gui_app() -> QGuiApplication:
     if not isinstance(app, QGuiApplication):
         raise RuntimeError("rendering needs a QGuiApplication, but a QCoreApplication is running")
     return app
-
-
-def stage_colormap(options: Options, stage: str) -> str:
-    """The colour map a stage is shown with: the weight map for weights, else the score map."""
-    return options.weight_colormap if stage == "weights" else options.score_colormap
-
-
-@dataclass(frozen=True)
-class Panel:
-    """One heatmap: its title, its (rows, columns) values and its colour range."""
-
-    title: str
-    values: np.ndarray
-    low: float
-    high: float
-
-
-@dataclass(frozen=True)
-class Figure:
-    """Everything a heatmap figure shows; built by :func:`build_figure`, painted by render_*."""
-
-    title: str
-    stage: str
-    colormap: str
-    row_labels: list[str]
-    col_labels: list[str]
-    x_label: str
-    panels: list[Panel]
-    shared_scale: bool
-    columns: int
-
-    @property
-    def masked(self) -> bool:
-        return any(not np.isfinite(p.values).all() for p in self.panels)
-
-
-def build_figure(session: Session, stage: str, heads: Sequence[int]) -> Figure:
-    """The figure of ``heads`` of the selected batch at ``stage``, ranged as on screen."""
-    options = session.options
-    batch = options.batch_index
-    data = stage_array(session, stage)[batch]  # (H, T, T) or output (H, T, d_v)
-    cmap = stage_colormap(options, stage)
-    shared = stage_range(data, stage, cmap)  # over every head, like the window's shared scale
-    panels = []
-    for head in heads:
-        values = np.asarray(data[head], dtype=np.float64)
-        low, high = shared if options.shared_scale else stage_range(values, stage, cmap)
-        panels.append(Panel(f"head {head + 1}", values, low, high))
-    b = session.shape[0]
-    title = f"{session.name} · {STAGE_TITLES[stage]}" + (f" · batch {batch + 1}" if b > 1 else "")
-    return Figure(
-        title=title,
-        stage=stage,
-        colormap=cmap,
-        row_labels=session.tokens,
-        col_labels=column_labels(session, stage),
-        x_label="value dimension" if stage == "output" else "key j",
-        panels=panels,
-        shared_scale=options.shared_scale or len(panels) == 1,
-        columns=max(1, math.ceil(math.sqrt(len(panels)))),
-    )
 
 
 def _tick(value: float) -> str:
@@ -459,65 +386,9 @@ def render_svg(figure: Figure, width: int = 1600) -> bytes:
 
 
 # -- export ------------------------------------------------------------------------------------
-FORMATS = ("png", "svg", "csv", "npz")
-HEAD_CHOICES = ("current", "montage", "all")
-MIN_WIDTH, MAX_WIDTH = 200, 16000
-
-
-def _safe_name(name: str) -> str:
-    """ASCII letters, digits and ._- only, at most 100 characters (file names allow 255 bytes)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name[:100]).strip("-.") or "session"
-
-
-def default_filename(session: Session, stage: str, head_index: int | str, fmt: str) -> str:
-    """What a file holds, in its name: ``worked-scores-head2.png``, ``worked-scores-all-heads.svg``.
-
-    ``head_index`` is a head's index (0 is ``head1``, the first head) or ``"montage"``;
-    NPZ files hold every stage and head.
-    """
-    name = _safe_name(session.name)
-    if session.shape[0] > 1:
-        name += f"-batch{session.options.batch_index + 1}"
-    if fmt == "npz":
-        return f"{name}-all-stages.npz"
-    what = f"head{head_index + 1}" if isinstance(head_index, int) else "all-heads"
-    return f"{name}-{stage}-{what}.{fmt}"
-
-
-def _head_list(session: Session, heads: str | Sequence[int]) -> list[int]:
-    """Head indices from ``current`` / ``montage`` / ``all`` or head numbers (from 1)."""
-    count = session.shape[1]
-    if isinstance(heads, str):
-        if heads == "current":
-            return [session.options.head]
-        if heads in ("all", "montage"):
-            return list(range(count))
-        raise ExportError(f"heads: unknown {heads!r}; use current, montage, all or head numbers")
-    chosen = list(heads)
-    if not chosen:
-        raise ExportError("heads: no head chosen; give at least one head number")
-    for head in chosen:
-        if isinstance(head, bool) or not isinstance(head, int) or not 1 <= head <= count:
-            have = "only head 1" if count == 1 else f"heads 1..{count}"
-            raise ExportError(f"heads: there is no head {head}; this session has {have}")
-    return [head - 1 for head in chosen]
-
-
-def _resolve_format(target: Path, fmt: str | None) -> tuple[bool, str]:
-    """(target is a folder, format)."""
-    suffix = target.suffix.lower().lstrip(".")
-    is_folder = target.is_dir() or not suffix
-    if fmt is not None and fmt.lower() not in FORMATS:
-        raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    if is_folder:
-        return True, (fmt or "png").lower()
-    if suffix not in FORMATS:
-        raise ExportError(
-            f"{target.name}: unknown file type .{suffix}; name the file .png, .svg, .csv or .npz"
-        )
-    if fmt is not None and fmt.lower() != suffix:
-        raise ExportError(f"{target.name}: the name ends in .{suffix} but the format is {fmt}")
-    return False, suffix
+def image_bytes(figure: Figure, fmt: str, width: int) -> bytes:
+    """PNG or SVG bytes of ``figure`` (what :func:`state.export.write_export` asks for)."""
+    return render_png(figure, width) if fmt == "png" else render_svg(figure, width)
 
 
 def export_heatmaps(
@@ -527,74 +398,15 @@ def export_heatmaps(
     stage: str | None = None,
     heads: str | Sequence[int] = "current",
     fmt: str | None = None,
-    width: int = 1600,
+    width: int = DEFAULT_WIDTH,
 ) -> list[Path]:
-    """Write heatmaps of ``session`` and return the paths written.
+    """Write heatmaps (PNG, SVG), CSV or NPZ of ``session``; see :func:`state.export.plan_export`.
 
-    ``target`` is a file (its extension gives the format) or a folder (files get
-    :func:`default_filename` names; a missing folder is created). ``stage``
-    defaults to the session's. ``heads``: ``"current"`` (the selected head),
-    ``"montage"`` (all heads in one figure; for CSV one file per head),
-    ``"all"`` (one file per head) or a list of head numbers (from 1, one file
-    each). ``fmt``: png, svg, csv or npz (NPZ always holds every head and stage).
-    Raises :class:`ExportError` with a message saying what to do.
+    Returns the paths written. Raises :class:`ExportError` with a message saying
+    what to do; a failed file leaves any previous file of that name as it was.
     """
-    target = Path(target)
-    stage = session.options.stage if stage is None else stage
-    if stage not in STAGES:
-        raise ExportError(f"stage: unknown {stage!r}; choose one of {', '.join(STAGES)}")
-    is_folder, fmt = _resolve_format(target, fmt)
-    if isinstance(width, bool) or not isinstance(width, int) or not MIN_WIDTH <= width <= MAX_WIDTH:
-        raise ExportError(f"width: {width!r} pixels is not allowed; use {MIN_WIDTH}..{MAX_WIDTH}")
-    head_list = _head_list(session, heads)
-    stage_array(session, stage)  # raises ExportError when the stage is not available
-    # Each job is one file: a head index, or "montage" for every head in one figure.
-    jobs: list[int | str]
-    if fmt == "npz" or (heads == "montage" and fmt in ("png", "svg")):
-        jobs = ["montage"]
-    else:
-        jobs = list(head_list)
-    if is_folder:
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ExportError(f"could not create {target}: {os_error_reason(exc)}") from None
-        paths = [target / default_filename(session, stage, job, fmt) for job in jobs]
-    elif len(jobs) == 1:
-        paths = [target]
-    else:
-        paths = [
-            target.with_name(f"{target.stem}-head{int(job) + 1}{target.suffix}") for job in jobs
-        ]
-    written = []
-    for path, job in zip(paths, jobs, strict=True):
-        written.append(
-            guarded_write(
-                path, lambda p=path, j=job: _write_one(session, p, stage, j, fmt, width, head_list)
-            )
-        )
-    return written
-
-
-def _write_one(
-    session: Session,
-    path: Path,
-    stage: str,
-    job: int | str,
-    fmt: str,
-    width: int,
-    head_list: list[int],
-) -> Path:
-    if fmt == "npz":
-        return write_npz(path, session)
-    if fmt == "csv":
-        assert isinstance(job, int)
-        return write_csv(path, session, stage, job)
-    figure = build_figure(session, stage, head_list if job == "montage" else [int(job)])
-    try:
-        data = render_png(figure, width) if fmt == "png" else render_svg(figure, width)
-    except MemoryError:
-        raise ExportError(
-            f"{path.name}: the image would be too large; choose a smaller width or fewer heads"
-        ) from None
-    return write_atomic(path, data)
+    jobs = plan_export(session, target, stage=stage, heads=heads, fmt=fmt, width=width)
+    return [
+        guarded_write(job.path, lambda job=job: write_export(session, job, width, image_bytes))
+        for job in jobs
+    ]

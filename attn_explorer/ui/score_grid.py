@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.colormaps import stage_range, to_rgb
 from attn_explorer.state import Session, format_number
+from attn_explorer.state.labels import STAGE_NAMES, STAGE_NOTES
 from attn_explorer.state.results import Results
 from attn_explorer.state.stepper import Frame, Stepper
 from attn_explorer.ui.matrix_table import display_number
@@ -32,21 +33,6 @@ VIEW_OPTIONS = frozenset(
     ("stage", "head", "batch_index", "score_colormap", "weight_colormap", "all")
 )
 _Index = QModelIndex | QPersistentModelIndex
-
-STAGE_TITLES = {
-    "scores": "S = Q Kᵀ (raw scores)",
-    "scaled": "S / √d (scaled scores)",
-    "masked": "scaled scores with the mask (−∞ = hidden)",
-    "weights": "softmax weights (each row sums to 1)",
-    "output": "output = weights @ V",
-}
-
-
-def colormap_for(stage: str, session: Session) -> str:
-    """Diverging (centred at 0) for scores, sequential (0..1) for probabilities."""
-    if stage == "weights":
-        return session.options.weight_colormap
-    return session.options.score_colormap
 
 
 class ScoreGridModel(QAbstractTableModel):
@@ -68,7 +54,7 @@ class ScoreGridModel(QAbstractTableModel):
             self.beginResetModel()
         self.values = np.asarray(values, dtype=np.float64)
         self.stage = stage
-        name = colormap_for(stage, self.session)
+        name = self.session.options.colormap_for(stage)
         low, high = stage_range(self.values, stage, name)
         self.colours = to_rgb(self.values, name, low, high)
         if reset:
@@ -152,7 +138,7 @@ class ScoreGridModel(QAbstractTableModel):
             + f" = {display_number(float(products.sum()))}",
         ]
         if self.stage != "scores":
-            lines.append(f"{STAGE_TITLES[self.stage]}: {format_number(float(self.values[r, c]))}")
+            lines.append(f"{STAGE_NAMES[self.stage]}: {format_number(float(self.values[r, c]))}")
         return "\n".join(lines)
 
     def headerData(
@@ -242,12 +228,9 @@ class ScoreGrid(QWidget):
         options = self.session.options
         stage, b, h = options.stage, options.batch_index, options.head
         head_label = f"head {h + 1}" + (f", batch {b + 1}" if self.session.shape[0] > 1 else "")
-        self.title.setText(f"{STAGE_TITLES[stage]} — {head_label}")
-        self.axes.setText(
-            "rows = query i, columns = dimension of V"
-            if stage == "output"
-            else "rows = query i, columns = key j"
-        )
+        self.title.setText(f"{STAGE_NAMES[stage]} — {head_label}")
+        columns = "dimension of V" if stage == "output" else "key j"
+        self.axes.setText(f"rows = query i, columns = {columns} · {STAGE_NOTES[stage]}")
         result = self.results.result
         values = result.stage(stage) if result is not None else None
         n_batch, n_heads, tokens, _ = self.session.shape

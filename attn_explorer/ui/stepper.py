@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.compute import GRANULARITIES, STRATEGIES
 from attn_explorer.state import Session
+from attn_explorer.state.labels import STRATEGY_SUMMARIES
 from attn_explorer.state.stepper import Frame, Stepper
 from attn_explorer.state.stepper_text import code_lines, frame_locals
 from attn_explorer.ui.stepper_widgets import (
@@ -54,11 +55,6 @@ DEFAULT_RATE = 4
 SLIDER_STEPS = 100_000  # the scrub slider's resolution for runs longer than this
 RIGHT_COLOUR = "#1a7f37"
 WRONG_COLOUR = "#b3261e"
-STRATEGY_NAMES = {
-    "loop": "loop (one multiply-add at a time)",
-    "matmul": "matmul (one call per head)",
-    "batched": "batched (one call for all heads)",
-}
 
 
 class StepperPanel(QWidget):
@@ -179,7 +175,7 @@ class StepperPanel(QWidget):
         choices.addWidget(QLabel("Strategy"))
         self.strategy_combo = QComboBox()
         for name in STRATEGIES:
-            self.strategy_combo.addItem(STRATEGY_NAMES.get(name, name), name)
+            self.strategy_combo.addItem(STRATEGY_SUMMARIES[name], name)
         self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
         choices.addWidget(self.strategy_combo)
         choices.addSpacing(12)

@@ -11,12 +11,14 @@ from PySide6.QtSvg import QSvgRenderer
 
 from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.state import io
+from attn_explorer.state.export import default_filename
+from attn_explorer.state.figure import build_figure
 from attn_explorer.state.io import ExportError
 from attn_explorer.state.presets import preset, random_preset
 from attn_explorer.state.session import Session
 from attn_explorer.state.types import MATRICES
 from attn_explorer.ui import render
-from attn_explorer.ui.render import build_figure, export_heatmaps, layout_figure
+from attn_explorer.ui.render import export_heatmaps, layout_figure
 
 
 @pytest.fixture(autouse=True)
@@ -169,8 +171,8 @@ def test_svg_parses_and_names_axes_and_heads(tmp_path):
 # -- files, names, errors -------------------------------------------------------------------------
 def test_default_file_names(tmp_path):
     session = make_session("random3")
-    assert render.default_filename(session, "scores", 2, "png") == "random-scores-head3.png"
-    assert render.default_filename(session, "weights", "montage", "svg") == (
+    assert default_filename(session, "scores", 2, "png") == "random-scores-head3.png"
+    assert default_filename(session, "weights", "montage", "svg") == (
         "random-weights-all-heads.svg"
     )
     session.name = "my session/1"

@@ -314,7 +314,8 @@ def test_heads_are_numbered_from_one_in_the_window_and_the_exported_file(user, t
 
     image = QImage(str(written))
     assert not image.isNull() and "Exported" in user.status()
-    from attn_explorer.ui.render import build_figure, default_filename
+    from attn_explorer.state.export import default_filename
+    from attn_explorer.state.figure import build_figure
 
     assert default_filename(user.window.session, "weights", 1, "png").endswith("-weights-head2.png")
     assert [p.title for p in build_figure(user.window.session, "weights", [1]).panels] == ["head 2"]

@@ -1,0 +1,75 @@
+"""What an exported heatmap figure shows, as data: panels of values, titles, labels, ranges.
+
+Qt-free. :func:`build_figure` collects one head or a montage of heads of one
+stage, ranged exactly as the window shows them; :mod:`attn_explorer.ui.render`
+lays a :class:`Figure` out and paints it as PNG or SVG.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attn_explorer.colormaps import stage_range
+from attn_explorer.state.export import column_labels, stage_array
+from attn_explorer.state.labels import STAGE_NAMES
+from attn_explorer.state.session import Session
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One heatmap: its title, its (rows, columns) values and its colour range."""
+
+    title: str
+    values: np.ndarray
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Figure:
+    """Everything a heatmap figure shows; built by :func:`build_figure`, painted by render_*."""
+
+    title: str
+    stage: str
+    colormap: str
+    row_labels: list[str]
+    col_labels: list[str]
+    x_label: str
+    panels: list[Panel]
+    shared_scale: bool
+    columns: int
+
+    @property
+    def masked(self) -> bool:
+        return any(not np.isfinite(p.values).all() for p in self.panels)
+
+
+def build_figure(session: Session, stage: str, heads: Sequence[int]) -> Figure:
+    """The figure of ``heads`` of the selected batch at ``stage``, ranged as on screen."""
+    options = session.options
+    batch = options.batch_index
+    data = stage_array(session, stage)[batch]  # (H, T, T) or output (H, T, d_v)
+    cmap = options.colormap_for(stage)
+    shared = stage_range(data, stage, cmap)  # over every head, like the window's shared scale
+    panels = []
+    for head in heads:
+        values = np.asarray(data[head], dtype=np.float64)
+        low, high = shared if options.shared_scale else stage_range(values, stage, cmap)
+        panels.append(Panel(f"head {head + 1}", values, low, high))
+    b = session.shape[0]
+    title = f"{session.name} · {STAGE_NAMES[stage]}" + (f" · batch {batch + 1}" if b > 1 else "")
+    return Figure(
+        title=title,
+        stage=stage,
+        colormap=cmap,
+        row_labels=session.tokens,
+        col_labels=column_labels(session, stage),
+        x_label="value dimension" if stage == "output" else "key j",
+        panels=panels,
+        shared_scale=options.shared_scale or len(panels) == 1,
+        columns=max(1, math.ceil(math.sqrt(len(panels)))),
+    )
