@@ -5,7 +5,7 @@ and, with numpy's BLAS threads, competes with the GUI thread for the CPU. In a
 child process at a lower priority (``nice``) it can do neither: the window stays
 responsive on a 2-core machine (bench/gui.py: stalls from ~250 ms to ~40 ms).
 
-:func:`in_process` turns ``"module.function"`` plus keyword arguments into a job
+:func:`in_process` turns a function plus keyword arguments into a job
 ``job(progress, should_stop)`` for ``ui.workers.LatestRunner``: progress messages
 come back over a pipe, and a stop request terminates the child.
 """
@@ -13,7 +13,6 @@ come back over a pipe, and a stop request terminates the child.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -25,14 +24,12 @@ from attn_explorer.compute.timing import Cancelled
 CHILD_NICENESS = 10
 
 
-def _child(conn: Any, target: str, kwargs: dict[str, Any]) -> None:
-    """The child process: lower its priority, run ``target(**kwargs, progress=...)``."""
+def _child(conn: Any, function: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """The child process: lower its priority, run ``function(**kwargs, progress=...)``."""
     if hasattr(os, "nice"):
         with contextlib.suppress(OSError):
             os.nice(CHILD_NICENESS)
-    module_name, function_name = target.rsplit(".", 1)
     try:
-        function = getattr(importlib.import_module(module_name), function_name)
         result = function(**kwargs, progress=lambda f, m: conn.send(("progress", f, m)))
     except Exception as exc:  # reported to the parent, shown in the UI
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -42,23 +39,24 @@ def _child(conn: Any, target: str, kwargs: dict[str, Any]) -> None:
         conn.close()
 
 
-def in_process(target: str, **kwargs: Any) -> Callable[..., Any]:
-    """A worker job that runs ``target`` (``"package.module.function"``) in a child process.
+def in_process(function: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+    """A worker job that runs ``function(**kwargs)`` in a child process.
 
-    The function must accept a ``progress(fraction, message)`` keyword; its
-    arguments and result must be picklable (numpy arrays and dicts are).
+    ``function`` must be defined at a module's top level (the child imports it by
+    name), accept a ``progress(fraction, message)`` keyword, and take and return
+    picklable values (numpy arrays and dicts are).
     """
 
     def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> Any:
         context = multiprocessing.get_context("spawn")  # no fork of a process with Qt threads
         receive, send = context.Pipe(duplex=False)
-        process = context.Process(target=_child, args=(send, target, kwargs), daemon=True)
+        process = context.Process(target=_child, args=(send, function, kwargs), daemon=True)
         process.start()
         send.close()
         try:
             while True:
                 if should_stop():
-                    raise Cancelled(f"{target} cancelled")
+                    raise Cancelled(f"{function.__name__} cancelled")
                 if receive.poll(0.05):
                     try:
                         kind, *payload = receive.recv()

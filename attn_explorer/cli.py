@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_bench(args_list[1:])
         args = _main_parser().parse_args(args_list)
         if args.self_test:
-            from attn_explorer.ui.self_test import run_self_test
+            from attn_explorer.tools.self_test import run_self_test
 
             return run_self_test()
         from attn_explorer.ui.app import run_app

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QApplication
 
 from attn_explorer.state import Session, preset
 from attn_explorer.state.presets import random_preset
-from attn_explorer.ui.stepper import StepperPanel
+from attn_explorer.ui.stepper_panel import StepperPanel
 
 BUDGET_MS = 8.0
 

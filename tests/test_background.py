@@ -7,12 +7,12 @@ import pytest
 
 from attn_explorer.background import in_process
 from attn_explorer.compute import Cancelled
-from attn_explorer.compute.timing import sweep_tokens
+from attn_explorer.compute.timing import sweep_tokens, time_strategies
 
 
 def test_sweep_in_a_child_process_returns_every_strategy_and_reports_progress():
     seen = []
-    job = in_process("attn_explorer.compute.timing.sweep_tokens", heads=2, dim=4, tokens=(4, 8))
+    job = in_process(sweep_tokens, heads=2, dim=4, tokens=(4, 8))
     result = job(lambda fraction, text: seen.append((fraction, text)), lambda: False)
     assert result["tokens"] == [4, 8]
     for name in ("loop", "matmul", "batched"):
@@ -22,7 +22,7 @@ def test_sweep_in_a_child_process_returns_every_strategy_and_reports_progress():
 
 def test_timing_in_a_child_process_matches_the_inputs_shape():
     q = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
-    job = in_process("attn_explorer.compute.timing.time_strategies", query=q, key=q, repeats=2)
+    job = in_process(time_strategies, query=q, key=q, repeats=2)
     results = job(lambda f, m: None, lambda: False)
     assert set(results) == {"loop", "matmul", "batched"}
     assert results["batched"].flops == 2 * 2 * 5 * 5 * 3
@@ -35,15 +35,13 @@ def test_stop_request_cancels_and_ends_the_child():
         calls.append(1)
         return len(calls) > 3
 
-    job = in_process("attn_explorer.compute.timing.sweep_tokens", heads=16, dim=64)
+    job = in_process(sweep_tokens, heads=16, dim=64)
     with pytest.raises(Cancelled):
         job(lambda f, m: None, should_stop)
 
 
 def test_an_error_in_the_child_is_reported_with_its_message():
-    job = in_process(
-        "attn_explorer.compute.timing.time_strategies", query=[[1.0]], key=[[1.0, 2.0]]
-    )
+    job = in_process(time_strategies, query=[[1.0]], key=[[1.0, 2.0]])
     with pytest.raises(RuntimeError, match="same vector size d"):
         job(lambda f, m: None, lambda: False)
 

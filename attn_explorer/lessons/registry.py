@@ -21,7 +21,8 @@ from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, strategy_so
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.types import MATRICES, Options
 
-#: Controls a lesson may point at; the names of ``MainWindow.highlight_targets()``.
+#: Controls a lesson may point at: the window gives each of them this name as its Qt
+#: object name, and ``ui.highlight.Highlighter`` finds them by it.
 HIGHLIGHT_TARGETS = (
     "query_table",
     "key_table",

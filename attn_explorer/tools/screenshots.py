@@ -60,7 +60,7 @@ def take(
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    from attn_explorer.ui.self_test import close_quietly, settle
+    from attn_explorer.tools.self_test import close_quietly, settle
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     from attn_explorer.ui.main_window import MainWindow
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     shots = [s for s in SHOTS if not args.only or s.filename in args.only]
-    from attn_explorer.ui.self_test import private_app_folders
+    from attn_explorer.tools.self_test import private_app_folders
 
     with (
         tempfile.TemporaryDirectory(prefix="attn-explorer-screenshots-") as scratch,

@@ -42,13 +42,60 @@ def plain(text: str) -> str:
 class WindowActions(QObject):
     """The window's commands, one attribute each (see the module docstring)."""
 
+    # Every command, by menu (see the _*_actions builders).
+    new_session: QAction
+    open: QAction
+    examples: dict[str, QAction]
+    save: QAction
+    save_as: QAction
+    export: QAction
+    quit: QAction
+    undo: QAction
+    redo: QAction
+    copy: QAction
+    paste: QAction
+    add_token: QAction
+    remove_token: QAction
+    rename_token: QAction
+    strategies: dict[str, QAction]
+    stages: dict[str, QAction]
+    shared_scale: QAction
+    enlarge: QAction
+    dark: QAction
+    presets: dict[str, QAction]
+    time_strategies: QAction
+    sweep: QAction
+    run_loop: QAction
+    cancel_timing: QAction
+    model_view: QAction
+    open_model: QAction
+    lessons: QAction
+    shortcuts: QAction
+    about: QAction
+
     def __init__(self, window: MainWindow) -> None:
         super().__init__(window)
         self.window = window
-        w, files, session = window, window.files, window.session
-        act = self._action
+        for build in (
+            self._file_actions,
+            self._edit_actions,
+            self._view_actions,
+            self._presets_actions,
+            self._timing_actions,
+            self._model_actions,
+            self._help_actions,
+        ):
+            build()
+        session = window.session
+        session.events.undo_changed.connect(self._sync_undo)
+        session.events.options.connect(self._sync_checks)
+        self._sync_undo()
+        self._sync_checks()
 
-        # -- File
+    def _file_actions(self) -> None:
+        files = self.window.files
+        w = self.window
+        act = self._action
         self.new_session = act(
             "&New session", files.new_session, QKeySequence.StandardKey.New,
             "Start again from the worked example (untitled)",
@@ -77,7 +124,10 @@ class WindowActions(QObject):
         # Not StandardKey.Quit: it is empty on desktops without a platform theme.
         self.quit = act("&Quit", w.close, "Ctrl+Q", "Close the window")
 
-        # -- Edit
+    def _edit_actions(self) -> None:
+        w = self.window
+        session = self.window.session
+        act = self._action
         self.undo = act(
             "&Undo", session.undo, QKeySequence.StandardKey.Undo, "Undo the last change"
         )
@@ -103,7 +153,10 @@ class WindowActions(QObject):
             "Rename the token of the selected row",
         )  # fmt: skip
 
-        # -- View
+    def _view_actions(self) -> None:
+        w = self.window
+        session = self.window.session
+        act = self._action
         group = QActionGroup(self)
         self.strategies = {}
         for name in STRATEGIES:
@@ -129,7 +182,10 @@ class WindowActions(QObject):
         )  # fmt: skip
         self.dark = act("Dark palette", w.set_dark, None, "Dark window colours", checkable=True)
 
-        # -- Presets
+    def _presets_actions(self) -> None:
+        files = self.window.files
+        w = self.window
+        act = self._action
         self.presets = {}
         for name, make in PRESETS.items():
             if name == "random":
@@ -143,7 +199,9 @@ class WindowActions(QObject):
                     preset.title, partial(files.load_preset, name), None, preset.description
                 )
 
-        # -- Timing
+    def _timing_actions(self) -> None:
+        w = self.window
+        act = self._action
         self.time_strategies = act(
             "&Time strategies", w.run_timing, "Ctrl+T",
             "Time loop, matmul and batched on the current shape",
@@ -157,7 +215,9 @@ class WindowActions(QObject):
         )  # fmt: skip
         self.cancel_timing = act("&Cancel timing", w.cancel_timing, "Ctrl+.", "Stop the timing")
 
-        # -- Model
+    def _model_actions(self) -> None:
+        w = self.window
+        act = self._action
         self.model_view = act(
             "Show &model view", w.open_model_view, "Ctrl+M",
             "Real attention of a BERT-family model, computed offline with numpy",
@@ -167,7 +227,9 @@ class WindowActions(QObject):
             "A Hugging Face-layout folder: config.json, model.safetensors, vocab.txt",
         )  # fmt: skip
 
-        # -- Help
+    def _help_actions(self) -> None:
+        w = self.window
+        act = self._action
         self.lessons = act(
             "&Lessons", w.open_lessons, "F3",
             "Guided lessons: the article, step by step in this window",
@@ -176,11 +238,6 @@ class WindowActions(QObject):
             "&Keyboard shortcuts", w.show_shortcuts, "F1", "Every keyboard shortcut"
         )
         self.about = act("&About Attention Explorer", w.about, None, "Version and licence")
-
-        session.events.undo_changed.connect(self._sync_undo)
-        session.events.options.connect(self._sync_checks)
-        self._sync_undo()
-        self._sync_checks()
 
     def _action(
         self,

@@ -327,7 +327,7 @@ class LessonsDock(QDockWidget):
 
     def __init__(self, window: QMainWindow, lessons: list[Lesson] | None = None) -> None:
         super().__init__("Lessons", window)
-        self.setObjectName("lessons")
+        self.setObjectName("lessons-dock")
         self.panel = LessonsPanel(window, lessons)
         self.setWidget(self.panel)
         self.setAllowedAreas(

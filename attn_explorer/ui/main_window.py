@@ -36,15 +36,18 @@ from attn_explorer.state import Session, Snapshot
 from attn_explorer.state.app import AppState
 from attn_explorer.ui import palette
 from attn_explorer.ui.actions import WindowActions, build_menu_bar, shortcut_rows
-from attn_explorer.ui.controls import CodePanel, OptionsBar, SizeControls, StrategyToggle
+from attn_explorer.ui.code_panel import CodePanel
 from attn_explorer.ui.files import FileCommands
+from attn_explorer.ui.highlight import DEFAULT_HIGHLIGHT_MS, Highlighter
 from attn_explorer.ui.lessons_panel import LessonsDock
 from attn_explorer.ui.matrix_table import MatrixTable
 from attn_explorer.ui.recompute import Recompute
 from attn_explorer.ui.score_grid import ScoreGrid
 from attn_explorer.ui.settings import settings
-from attn_explorer.ui.stepper import StepperPanel
+from attn_explorer.ui.size_controls import SizeControls
+from attn_explorer.ui.stepper_panel import StepperPanel
 from attn_explorer.ui.text import message_box
+from attn_explorer.ui.toolbar import OptionsBar, StrategyToggle
 
 if TYPE_CHECKING:
     from attn_explorer.ui.heatmaps import HeatmapGrid
@@ -110,6 +113,7 @@ class MainWindow(QMainWindow):
         self.results = self.state.results
         self.files = FileCommands(self, self.state)
         self.recompute = Recompute(self.results, self)
+        self.highlighter = Highlighter(self, self._before_highlight)
         self.heatmaps: HeatmapGrid | None = None  # built by _build_plots (pyqtgraph loads slowly)
         self.timing_panel: TimingPanel | None = None
         self.model_view: ModelView | None = None
@@ -148,18 +152,28 @@ class MainWindow(QMainWindow):
     def _build_views(self) -> None:
         s, results, stepper = self.session, self.results, self.state.stepper
         self.tables = {name: MatrixTable(s, name) for name in ("query", "key", "value")}
+        # Object names are what lessons point at (lessons.registry.HIGHLIGHT_TARGETS).
+        for name, table in self.tables.items():
+            table.setObjectName(f"{name}_table")
         self._guard = _ShortcutGuard(self)
         for table in self.tables.values():
             table.installEventFilter(self._guard)
             stepper.changed.connect(table.set_frame)
         self.score_grid = ScoreGrid(s, results, stepper)
+        self.score_grid.setObjectName("score_grid")
         self.score_grid.cellClicked.connect(
             lambda i, j: self.seek_cell(s.options.batch_index, s.options.head, i, j)
         )
         self.strategy_toggle = StrategyToggle(s)
+        self.strategy_toggle.setObjectName("strategy_toggle")
         self.options_bar = OptionsBar(s)
+        for name in ("stage", "scale", "causal"):
+            getattr(self.options_bar, name).setObjectName(name)
         self.size_controls = SizeControls(s)
+        for name, label in (("batch", "B"), ("heads", "H"), ("tokens", "T"), ("dim", "d")):
+            self.size_controls.spins[label].setObjectName(name)
         self.code_panel = CodePanel(s, results)
+        self.code_panel.setObjectName("code_panel")
 
         left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self.score_grid)
@@ -199,6 +213,7 @@ class MainWindow(QMainWindow):
 
         s = self.session
         self.heatmaps = HeatmapGrid(s, self.results, self.state.stepper)
+        self.heatmaps.setObjectName("heatmaps")
         self.heatmaps.cellClicked.connect(
             lambda h, i, j: self.seek_cell(s.options.batch_index, h, i, j)
         )
@@ -206,6 +221,7 @@ class MainWindow(QMainWindow):
         self.splitter.replaceWidget(1, self.heatmaps)
         self._plots_placeholder.deleteLater()
         self.timing_panel = TimingPanel(s)
+        self.timing_panel.setObjectName("timing")
         self.timing_dock.setWidget(self.timing_panel)
         self.splitter.setSizes([480, 600])
 
@@ -236,18 +252,22 @@ class MainWindow(QMainWindow):
         self.matrix_tabs.setTabToolTip(1, "Values, used by the output stage (weights @ V)")
         layout.addWidget(self.matrix_tabs, 1)
         self.inputs_dock = self._dock(
-            "Inputs", inputs, Qt.DockWidgetArea.LeftDockWidgetArea, "inputs"
+            "Inputs", inputs, Qt.DockWidgetArea.LeftDockWidgetArea, "inputs-dock"
         )
         self.timing_dock = self._dock(
-            "Timing", QLabel("Loading charts…"), Qt.DockWidgetArea.BottomDockWidgetArea, "timing"
+            "Timing",
+            QLabel("Loading charts…"),
+            Qt.DockWidgetArea.BottomDockWidgetArea,
+            "timing-dock",
         )
         self.stepper = StepperPanel(self.session, self.state.stepper)
+        self.stepper.setObjectName("stepper")
         scroll = QScrollArea()  # the panel scrolls rather than forcing a tall dock
         scroll.setWidget(self.stepper)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         self.stepper_dock = self._dock(
-            "Step through the loops", scroll, Qt.DockWidgetArea.BottomDockWidgetArea, "stepper"
+            "Step through the loops", scroll, Qt.DockWidgetArea.BottomDockWidgetArea, "stepper-dock"
         )
         self.tabifyDockWidget(self.timing_dock, self.stepper_dock)
         self.stepper_dock.raise_()
@@ -262,6 +282,7 @@ class MainWindow(QMainWindow):
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
         self.shape_label = QLabel()
+        self.shape_label.setObjectName("shape_label")
         self.shape_label.setToolTip(
             "B = batch (separate inputs), H = heads, T = tokens, d = vector size"
         )
@@ -427,7 +448,7 @@ class MainWindow(QMainWindow):
             self.model_view = ModelView()
             self.model_view.headTaken.connect(self.take_model_head)
             self.model_dock = self._dock(
-                "Model", self.model_view, Qt.DockWidgetArea.RightDockWidgetArea, "model"
+                "Model", self.model_view, Qt.DockWidgetArea.RightDockWidgetArea, "model-dock"
             )
         self._show_dock(self.model_dock)
         return self.model_view
@@ -452,56 +473,18 @@ class MainWindow(QMainWindow):
         return "\n".join(lines)
 
     def highlight_targets(self) -> dict[str, QWidget]:
-        """The controls a lesson may point at, by name."""
-        targets: dict[str, QWidget | None] = {
-            "query_table": self.tables["query"],
-            "key_table": self.tables["key"],
-            "value_table": self.tables["value"],
-            "score_grid": self.score_grid,
-            "heatmaps": self.heatmaps,
-            "strategy_toggle": self.strategy_toggle,
-            "stage": self.options_bar.stage,
-            "scale": self.options_bar.scale,
-            "causal": self.options_bar.causal,
-            "batch": self.size_controls.spins["B"],
-            "heads": self.size_controls.spins["H"],
-            "tokens": self.size_controls.spins["T"],
-            "dim": self.size_controls.spins["d"],
-            "code_panel": self.code_panel,
-            "timing": self.timing_panel,
-            "shape_label": self.shape_label,
-            "stepper": self.stepper,
-        }
-        return {name: widget for name, widget in targets.items() if widget is not None}
+        """The controls a lesson may point at, by name (their object names)."""
+        return self.highlighter.targets()
 
-    def highlight(self, name: str | None, duration_ms: int = 2500) -> None:
+    def highlight(self, name: str | None, duration_ms: int = DEFAULT_HIGHLIGHT_MS) -> None:
         """Draw an orange frame around a named control for a moment (None clears)."""
-        for widget in self.highlight_targets().values():
-            if widget.property("lessonHighlight"):
-                widget.setProperty("lessonHighlight", False)
-                widget.setStyleSheet(widget.property("plainStyle") or "")
-        if name is None:
-            return
+        self.highlighter.highlight(name, duration_ms)
+
+    def _before_highlight(self, name: str) -> None:
         if name in ("heatmaps", "timing"):
             self._build_plots()  # a lesson may point at them before the deferred build
-        targets = self.highlight_targets()
-        if name not in targets:
-            raise KeyError(f"unknown highlight target {name!r}; one of {', '.join(targets)}")
-        widget = targets[name]
-        widget.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)  # plain QWidgets too
-        widget.setProperty("plainStyle", widget.styleSheet())
-        widget.setProperty("lessonHighlight", True)
-        cls = type(widget).__name__
-        widget.setStyleSheet(f"{cls} {{ border: 3px solid #ff8c00; }}")
         if name in ("timing", "stepper"):
             self._show_dock(self.timing_dock if name == "timing" else self.stepper_dock)
-        if duration_ms > 0:
-            QTimer.singleShot(duration_ms, lambda: self._clear_highlight(widget))
-
-    def _clear_highlight(self, widget: QWidget) -> None:
-        if widget.property("lessonHighlight"):
-            widget.setProperty("lessonHighlight", False)
-            widget.setStyleSheet(widget.property("plainStyle") or "")
 
     def set_dark(self, dark: bool) -> None:
         palette.apply(dark)

@@ -135,6 +135,10 @@ class CodeView(QPlainTextEdit):
         return [s.cursor.block().text() for s in self.extraSelections()]
 
 
+#: The shape must stay put this long (ms) before the strategies are timed on it.
+SUMMARY_DELAY_MS = 300
+
+
 class StrategySummary(QWidget):
     """How the three strategies divide the current shape's work, and their measured times.
 
@@ -158,15 +162,11 @@ class StrategySummary(QWidget):
         self._inputs: tuple[np.ndarray, np.ndarray] | None = None
         self._delay = QTimer(self)
         self._delay.setSingleShot(True)
-        self._delay.setInterval(300)
+        self._delay.setInterval(SUMMARY_DELAY_MS)
         self._delay.timeout.connect(self._start)
         self._runner = LatestRunner(self)
-        self._runner.finished.connect(
-            lambda results: self.timing_label.setText(timing_text(results))
-        )
-        self._runner.failed.connect(
-            lambda message: self.timing_label.setText(f"timing failed: {message}")
-        )
+        self._runner.finished.connect(self._on_timing_finished)
+        self._runner.failed.connect(self._on_timing_failed)
 
     def set_trace(self, trace: LoopTrace, dtype: str) -> None:
         """Follow the stepper's trace; only a new shape or dtype changes the texts."""
@@ -208,7 +208,8 @@ class StrategySummary(QWidget):
         self._runner.submit(job)
 
     def _on_timing_finished(self, results: object) -> None:
-        self.timing_label.setText(timing_text(results))  # type: ignore[arg-type]
+        assert isinstance(results, dict)  # what time_strategies returns
+        self.timing_label.setText(timing_text(results))
 
     def _on_timing_failed(self, message: str) -> None:
         self.timing_label.setText(f"timing failed: {message}")

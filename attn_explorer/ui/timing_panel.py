@@ -29,6 +29,7 @@ from attn_explorer.compute import (
     call_counts,
     macs,
 )
+from attn_explorer.compute.timing import sweep_tokens, time_strategies
 from attn_explorer.state import Session
 from attn_explorer.state.formatting import format_seconds
 from attn_explorer.ui.workers import LatestRunner
@@ -141,7 +142,7 @@ class TimingPanel(QWidget):
         # In a lower-priority process: the loop strategy is pure Python (see background.py).
         self.runner.submit(
             in_process(
-                "attn_explorer.compute.timing.time_strategies",
+                time_strategies,
                 query=q,
                 key=k,
                 repeats=5,
@@ -152,7 +153,7 @@ class TimingPanel(QWidget):
     def run_sweep(self) -> None:
         _, h, _, d = self.session.shape
         self._kind = "sweep"
-        self.runner.submit(in_process("attn_explorer.compute.timing.sweep_tokens", heads=h, dim=d))
+        self.runner.submit(in_process(sweep_tokens, heads=h, dim=d))
 
     # -- results ----------------------------------------------------------------------------
     def _on_progress(self, fraction: float, text: str) -> None:

@@ -131,9 +131,10 @@ def _export_png(window: object, session: object, folder: Path) -> tuple[Path, st
 def _check_timing_process() -> str:
     """Timing runs in a spawned child process: check one starts and answers (bundles too)."""
     from attn_explorer.background import in_process
+    from attn_explorer.compute.timing import time_strategies
 
     worked = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
-    job = in_process("attn_explorer.compute.timing.time_strategies", query=worked, key=worked)
+    job = in_process(time_strategies, query=worked, key=worked)
     try:
         results = job(lambda fraction, text: None, lambda: False)
     except Exception as exc:

@@ -1,0 +1,65 @@
+"""The lessons' pointer: an orange frame around a named control of the window.
+
+A lesson names controls by the names in
+:data:`attn_explorer.lessons.registry.HIGHLIGHT_TARGETS`; each of those widgets
+carries its name as its Qt object name (the window sets them where it builds the
+widgets), so the names are written in one list and found with ``findChild``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QWidget
+
+from attn_explorer.lessons.registry import HIGHLIGHT_TARGETS
+
+#: The frame: wide and orange, readable on the light and the dark palette.
+FRAME_STYLE = "{cls} {{ border: 3px solid #ff8c00; }}"
+#: How long a frame stays when a step does not say (ms).
+DEFAULT_HIGHLIGHT_MS = 2500
+
+
+class Highlighter:
+    """Frames named controls of ``window`` (see the module docstring).
+
+    ``before(name)`` runs first, so the window can build a control that is
+    created late (the heatmaps) or bring its dock to the front.
+    """
+
+    def __init__(self, window: QWidget, before: Callable[[str], None]) -> None:
+        self.window = window
+        self.before = before
+
+    def targets(self) -> dict[str, QWidget]:
+        """The controls a lesson may point at that exist now, by name."""
+        found = {name: self.window.findChild(QWidget, name) for name in HIGHLIGHT_TARGETS}
+        return {name: widget for name, widget in found.items() if widget is not None}
+
+    def highlight(self, name: str | None, duration_ms: int = DEFAULT_HIGHLIGHT_MS) -> None:
+        """Frame the control ``name`` (None: take every frame down); 0 ms = until cleared."""
+        for widget in self.targets().values():
+            self._clear(widget)
+        if name is None:
+            return
+        if name not in HIGHLIGHT_TARGETS:
+            raise KeyError(
+                f"unknown highlight target {name!r}; one of {', '.join(HIGHLIGHT_TARGETS)}"
+            )
+        self.before(name)
+        widget = self.targets().get(name)
+        if widget is None:
+            raise KeyError(f"the control {name!r} is not in the window yet")
+        widget.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)  # plain QWidgets too
+        widget.setProperty("plainStyle", widget.styleSheet())
+        widget.setProperty("lessonHighlight", True)
+        widget.setStyleSheet(FRAME_STYLE.format(cls=type(widget).__name__))
+        if duration_ms > 0:
+            QTimer.singleShot(duration_ms, lambda: self._clear(widget))
+
+    @staticmethod
+    def _clear(widget: QWidget) -> None:
+        if widget.property("lessonHighlight"):
+            widget.setProperty("lessonHighlight", False)
+            widget.setStyleSheet(widget.property("plainStyle") or "")
