@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QCloseEvent, QKeyEvent
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -71,24 +71,6 @@ class _FirstPaint(QObject):
         if event.type() == QEvent.Type.Paint and not self.done:
             self.done = True
             QTimer.singleShot(0, self.callback)
-        return False
-
-
-class _ShortcutGuard(QObject):
-    """Lets plain typing reach a table (to start editing) instead of the bare keys 1 / 2 / 3.
-
-    Chords with Ctrl or Alt still reach the window: Alt+1…3 switch strategy from a table.
-    """
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
-            text = event.text()
-            chord = event.modifiers() & (
-                Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
-            )
-            if text and text.isprintable() and not chord:
-                event.accept()
-                return True
         return False
 
 
@@ -155,9 +137,6 @@ class MainWindow(QMainWindow):
         # Object names are what lessons point at (lessons.registry.HIGHLIGHT_TARGETS).
         for name, table in self.tables.items():
             table.setObjectName(f"{name}_table")
-        self._guard = _ShortcutGuard(self)
-        for table in self.tables.values():
-            table.installEventFilter(self._guard)
             stepper.changed.connect(table.set_frame)
         self.score_grid = ScoreGrid(s, results, stepper)
         self.score_grid.setObjectName("score_grid")

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QEvent,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+)
 from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -232,9 +238,6 @@ def parse_block(
 class MatrixTable(QTableView):
     """The view of one matrix: keyboard editing, block copy/paste, token context menu."""
 
-    #: Escape gave the keyboard back to the window.
-    focusReleased = Signal()
-
     def __init__(self, session: Session, matrix: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
@@ -288,12 +291,24 @@ class MatrixTable(QTableView):
         QApplication.clipboard().setText(text)
         return text
 
+    def event(self, event: QEvent) -> bool:
+        # Plain typing starts editing a cell, as in a spreadsheet, instead of firing the
+        # window's bare-key shortcuts (1 / 2 / 3, F); chords with Ctrl or Alt (Alt+1…3,
+        # Ctrl+V) still reach the window.
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            chord = event.modifiers() & (
+                Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
+            )
+            if event.text() and event.text().isprintable() and not chord:
+                event.accept()
+                return True
+        return super().event(event)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:
         # Escape (not editing) hands the keyboard back to the window, so the bare
         # strategy keys 1 / 2 / 3 work again instead of starting to edit a cell.
         if event.key() == Qt.Key.Key_Escape and self.state() != self.State.EditingState:
             self.clearFocus()
-            self.focusReleased.emit()
             return
         super().keyPressEvent(event)
 

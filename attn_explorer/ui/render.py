@@ -249,87 +249,111 @@ def paint_figure(painter: QPainter, figure: Figure, layout: Layout, vector: bool
         Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
         figure.title,
     )
-    stride_rows, stride_cols = layout.label_stride
-    label_h = em * 0.85 * 1.25
     for index, panel in enumerate(figure.panels):
-        grid, cell = layout.grids[index], layout.cell
-        rgb = to_rgb(panel.values, figure.colormap, panel.low, panel.high)  # (rows, cols, 3)
-        _draw_cells(painter, grid, rgb, cell, vector)
-        painter.setPen(QColor(0, 0, 0))
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        painter.drawRect(grid)
-        painter.setFont(_font(em, bold=True))
-        _text(
-            painter,
-            QRectF(grid.left(), grid.top() - em * 1.6, max(grid.width(), em * 6), em * 1.4),
-            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-            panel.title,
-        )
-        painter.setFont(_font(em * 0.85))
-        for i in range(0, len(figure.row_labels), stride_rows):
-            y = grid.top() + (i + 0.5) * cell
-            rect = QRectF(
-                grid.left() - em * 0.3 - layout.row_label_width,
-                y - label_h / 2,
-                layout.row_label_width,
-                label_h,
-            )
-            _text(
-                painter,
-                rect,
-                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                figure.row_labels[i],
-            )
-        for j in range(0, len(figure.col_labels), stride_cols):
-            x = grid.left() + (j + 0.5) * cell
-            if layout.rotate_columns:
-                length = layout.col_label_height - em * 0.5
-                painter.save()
-                painter.translate(QPointF(x, grid.bottom() + em * 0.3))
-                painter.rotate(-90)
-                _text(
-                    painter,
-                    QRectF(-length, -label_h / 2, length, label_h),
-                    Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                    figure.col_labels[j],
-                )
-                painter.restore()
-            else:
-                rect = QRectF(x - cell / 2, grid.bottom() + em * 0.2, cell, label_h)
-                _text(painter, rect, Qt.AlignmentFlag.AlignCenter, figure.col_labels[j])
-        painter.setFont(_font(em))
-        axis_y = grid.bottom() + layout.col_label_height
-        _text(
-            painter,
-            QRectF(grid.left(), axis_y, max(grid.width(), em * 8), em * 1.4),
-            Qt.AlignmentFlag.AlignLeft if grid.width() < em * 8 else Qt.AlignmentFlag.AlignHCenter,
-            f"{figure.x_label} →",
-        )
-        _rotated_text(
-            painter,
-            QPointF(
-                grid.left() - layout.row_label_width - em * 1.1, grid.top() + grid.height() / 2
-            ),
-            max(grid.height(), em * 6),
-            em * 1.4,
-            "← query i",
-        )
+        grid = layout.grids[index]
+        _paint_cells(painter, figure, panel, grid, layout, vector)
+        _paint_token_labels(painter, figure, grid, layout)
+        _paint_axis_names(painter, figure, grid, layout)
         if not figure.shared_scale:
             _draw_bar(painter, figure, layout.bars[index], panel, em)
     if figure.shared_scale:
         _draw_bar(painter, figure, layout.bars[0], figure.panels[0], em)
     if figure.masked:
-        y = layout.height - em * 2.4
-        painter.fillRect(QRectF(em, y + em * 0.25, em, em), QColor(*MASKED_GREY))
-        painter.setPen(QColor(0, 0, 0))
-        painter.drawRect(QRectF(em, y + em * 0.25, em, em))
-        painter.setFont(_font(em * 0.85))
+        _paint_mask_legend(painter, layout)
+
+
+def _paint_cells(
+    painter: QPainter, figure: Figure, panel: Panel, grid: QRectF, layout: Layout, vector: bool
+) -> None:
+    """The coloured cells of one panel, its frame and its title."""
+    em = layout.em
+    rgb = to_rgb(panel.values, figure.colormap, panel.low, panel.high)  # (rows, cols, 3)
+    _draw_cells(painter, grid, rgb, layout.cell, vector)
+    painter.setPen(QColor(0, 0, 0))
+    painter.setBrush(Qt.BrushStyle.NoBrush)
+    painter.drawRect(grid)
+    painter.setFont(_font(em, bold=True))
+    _text(
+        painter,
+        QRectF(grid.left(), grid.top() - em * 1.6, max(grid.width(), em * 6), em * 1.4),
+        Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+        panel.title,
+    )
+
+
+def _paint_token_labels(painter: QPainter, figure: Figure, grid: QRectF, layout: Layout) -> None:
+    """Row labels (queries) on the left, column labels under the grid (turned when long)."""
+    em, cell = layout.em, layout.cell
+    stride_rows, stride_cols = layout.label_stride
+    label_h = em * 0.85 * 1.25
+    painter.setFont(_font(em * 0.85))
+    for i in range(0, len(figure.row_labels), stride_rows):
+        y = grid.top() + (i + 0.5) * cell
+        rect = QRectF(
+            grid.left() - em * 0.3 - layout.row_label_width,
+            y - label_h / 2,
+            layout.row_label_width,
+            label_h,
+        )
         _text(
             painter,
-            QRectF(em * 2.4, y, layout.width - em * 3.4, em * 1.5),
-            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-            "masked (−∞): key hidden from this query; weight 0",
+            rect,
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            figure.row_labels[i],
         )
+    for j in range(0, len(figure.col_labels), stride_cols):
+        x = grid.left() + (j + 0.5) * cell
+        if layout.rotate_columns:
+            length = layout.col_label_height - em * 0.5
+            painter.save()
+            painter.translate(QPointF(x, grid.bottom() + em * 0.3))
+            painter.rotate(-90)
+            _text(
+                painter,
+                QRectF(-length, -label_h / 2, length, label_h),
+                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                figure.col_labels[j],
+            )
+            painter.restore()
+        else:
+            rect = QRectF(x - cell / 2, grid.bottom() + em * 0.2, cell, label_h)
+            _text(painter, rect, Qt.AlignmentFlag.AlignCenter, figure.col_labels[j])
+
+
+def _paint_axis_names(painter: QPainter, figure: Figure, grid: QRectF, layout: Layout) -> None:
+    """ "key j →" under the grid and "← query i" beside it, so the axes are never ambiguous."""
+    em = layout.em
+    painter.setFont(_font(em))
+    axis_y = grid.bottom() + layout.col_label_height
+    _text(
+        painter,
+        QRectF(grid.left(), axis_y, max(grid.width(), em * 8), em * 1.4),
+        Qt.AlignmentFlag.AlignLeft if grid.width() < em * 8 else Qt.AlignmentFlag.AlignHCenter,
+        f"{figure.x_label} →",
+    )
+    _rotated_text(
+        painter,
+        QPointF(grid.left() - layout.row_label_width - em * 1.1, grid.top() + grid.height() / 2),
+        max(grid.height(), em * 6),
+        em * 1.4,
+        "← query i",
+    )
+
+
+def _paint_mask_legend(painter: QPainter, layout: Layout) -> None:
+    """What a grey cell means, at the foot of the page."""
+    em = layout.em
+    y = layout.height - em * 2.4
+    painter.fillRect(QRectF(em, y + em * 0.25, em, em), QColor(*MASKED_GREY))
+    painter.setPen(QColor(0, 0, 0))
+    painter.drawRect(QRectF(em, y + em * 0.25, em, em))
+    painter.setFont(_font(em * 0.85))
+    _text(
+        painter,
+        QRectF(em * 2.4, y, layout.width - em * 3.4, em * 1.5),
+        Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+        "masked (−∞): key hidden from this query; weight 0",
+    )
 
 
 def _paint_on(device: QPaintDevice, figure: Figure, layout: Layout, vector: bool = False) -> None:

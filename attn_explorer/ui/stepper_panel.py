@@ -138,7 +138,27 @@ class StepperPanel(QWidget):
 
     def _build_widgets(self) -> None:
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        layout = QVBoxLayout(self)
+        layout.addLayout(self._build_transport())
+        layout.addLayout(self._build_choices())
+        self._build_readouts(mono)
+        layout.addWidget(self.scrub_slider)
+        layout.addWidget(self.counter_label)
+        layout.addWidget(self.working_label)
+        self._build_predict_row()
+        layout.addWidget(self.predict_row)
+        layout.addWidget(self.predict_label)
+        self.code_view = CodeView(mono)
+        layout.addWidget(self.code_view)
+        self.locals_label = Readout(lines=2, font=mono)
+        self.locals_label.setToolTip("The loop variables after the step, like a debugger's locals")
+        layout.addWidget(self.locals_label)
+        layout.addLayout(self._build_summary_row())
+        layout.addStretch(1)
+        self._on_speed_changed()
 
+    def _build_transport(self) -> QHBoxLayout:
+        """Start, back, play, step, end, stop buttons and the speed."""
         transport = QHBoxLayout()
         for action in (
             self.start_action,
@@ -170,7 +190,10 @@ class StepperPanel(QWidget):
         self.fast_check.setToolTip("Play one step per event-loop turn, without waiting")
         self.fast_check.toggled.connect(self._on_speed_changed)
         transport.addWidget(self.fast_check)
+        return transport
 
+    def _build_choices(self) -> QHBoxLayout:
+        """Strategy, unit of a step and predict mode."""
         choices = QHBoxLayout()
         choices.addWidget(QLabel("Strategy"))
         self.strategy_combo = QComboBox()
@@ -193,7 +216,10 @@ class StepperPanel(QWidget):
         self.predict_check.toggled.connect(self._on_predict_changed)
         choices.addWidget(self.predict_check)
         choices.addStretch(1)
+        return choices
 
+    def _build_readouts(self, mono: QFont) -> None:
+        """The scrub slider, the counter and the partial sum written out."""
         self.scrub_slider = QSlider(Qt.Orientation.Horizontal)
         self.scrub_slider.setToolTip("Scrub through the whole run")
         self.scrub_slider.valueChanged.connect(self._on_scrub_changed)
@@ -206,6 +232,8 @@ class StepperPanel(QWidget):
             "The partial sum written out: q[i][d]·k[j][d] for each d so far"
         )
 
+    def _build_predict_row(self) -> None:
+        """Predict mode's answer box and the question / verdict under it."""
         self.predict_row = QWidget()
         predict = QHBoxLayout(self.predict_row)
         predict.setContentsMargins(0, 0, 0, 0)
@@ -225,10 +253,8 @@ class StepperPanel(QWidget):
         self.predict_label.setMinimumHeight(2 * self.predict_label.fontMetrics().lineSpacing())
         self.predict_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
 
-        self.code_view = CodeView(mono)
-        self.locals_label = Readout(lines=2, font=mono)
-        self.locals_label.setToolTip("The loop variables after the step, like a debugger's locals")
-
+    def _build_summary_row(self) -> QHBoxLayout:
+        """How the strategies divide the work, their times, and the frame export."""
         bottom = QHBoxLayout()
         text_box = QVBoxLayout()
         self.summary_label = self.summary.summary_label
@@ -239,20 +265,7 @@ class StepperPanel(QWidget):
         self.export_button.setToolTip("Save the window as it looks now, highlights included")
         self.export_button.clicked.connect(lambda: self.export_frame_callback())
         bottom.addWidget(self.export_button, 0, Qt.AlignmentFlag.AlignBottom)
-
-        layout = QVBoxLayout(self)
-        layout.addLayout(transport)
-        layout.addLayout(choices)
-        layout.addWidget(self.scrub_slider)
-        layout.addWidget(self.counter_label)
-        layout.addWidget(self.working_label)
-        layout.addWidget(self.predict_row)
-        layout.addWidget(self.predict_label)
-        layout.addWidget(self.code_view)
-        layout.addWidget(self.locals_label)
-        layout.addLayout(bottom)
-        layout.addStretch(1)
-        self._on_speed_changed()
+        return bottom
 
     def transport_actions(self) -> list[QAction]:
         """Play, step, back, start, end and stop: for the window's Step menu."""
