@@ -26,6 +26,9 @@ from attn_explorer.lessons.registry import (
     LessonError,
     check_arguments,
 )
+from attn_explorer.lessons.window import LessonWindow
+from attn_explorer.state.session import Session
+from attn_explorer.state.types import Options
 
 STEP_KEYS = {"text", "actions", "expect", "requires_module"}
 LESSON_KEYS = {"title", "summary", "steps"}
@@ -190,19 +193,19 @@ def load_lessons() -> list[Lesson]:
 
 
 # -- playing a lesson ----------------------------------------------------------------------
-def run_action(window: Any, action: dict[str, Any]) -> None:
+def run_action(window: LessonWindow, action: dict[str, Any]) -> None:
     """Run one validated action against the window API."""
     op = ACTIONS[action["do"]]
     op.run(window, **{k: v for k, v in action.items() if k != "do"})
 
 
-def check_expectation(window: Any, expectation: dict[str, Any]) -> str:
+def check_expectation(window: LessonWindow, expectation: dict[str, Any]) -> str:
     """Empty string if the expectation holds; otherwise what was found instead."""
     op = CHECKS[expectation["check"]]
     return str(op.run(window, **{k: v for k, v in expectation.items() if k != "check"}))
 
 
-def session_fingerprint(session: Any) -> tuple[Any, ...]:
+def session_fingerprint(session: Session) -> tuple[object, ...]:
     """What a lesson step sets up: numbers, names and options, minus where the user looks.
 
     The stepper's position and the selected head/batch entry are left out: moving
@@ -230,13 +233,13 @@ class LessonRunner:
     ``note`` to say so.
     """
 
-    def __init__(self, window: Any, lesson: Lesson) -> None:
+    def __init__(self, window: LessonWindow, lesson: Lesson) -> None:
         self.window = window
         self.lesson = lesson
         self.index = -1
         self.note = ""
-        self._recorded: tuple[int, tuple[Any, ...]] | None = None
-        self._recorded_options: Any = None
+        self._recorded: tuple[int, tuple[object, ...]] | None = None
+        self._recorded_options: Options | None = None
 
     @property
     def step(self) -> Step | None:
@@ -322,5 +325,5 @@ class LessonRunner:
         return [f"{self.lesson.id}, step {self.index + 1}: {f}" for f in found if f]
 
 
-def _differs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def _differs(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     return any(x != y for x, y in zip(a, b, strict=True))

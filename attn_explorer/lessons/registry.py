@@ -2,11 +2,9 @@
 
 Qt-free. A lesson file names operations by these names; :mod:`.engine` validates
 every name and argument against this module before a lesson is ever run, so a
-typo fails a test, not a learner. Each action runs against the *window API*: the
-:class:`~attn_explorer.ui.main_window.MainWindow`'s public actions (``session``,
-``set_strategy``, ``set_stage``, ``load_preset``, ``highlight``, ``stepper``,
-``heatmaps.set_enlarged``, ``timing_panel.run_timing`` / ``run_sweep``,
-``score_grid.text_grid()``, ``shape_label``) and nothing below them.
+typo fails a test, not a learner. Each action runs against the *window API*
+typed by :class:`~attn_explorer.lessons.window.LessonWindow` (the window's public
+actions) and nothing below it.
 """
 
 from __future__ import annotations
@@ -18,7 +16,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, strategy_source
+from attn_explorer.lessons.window import Heatmaps, LessonWindow
 from attn_explorer.state.presets import PRESETS
+from attn_explorer.state.stepper import Frame
 from attn_explorer.state.types import MATRICES, Options
 
 #: Controls a lesson may point at: the window gives each of them this name as its Qt
@@ -119,7 +119,7 @@ class Operation:
 PRESET_KWARGS = {"batch", "heads", "tokens", "dim", "seed"}
 
 
-def _load_preset(window: Any, name: str, **kwargs: Any) -> None:
+def _load_preset(window: LessonWindow, name: str, **kwargs: Any) -> None:
     window.load_preset(name, **kwargs)
 
 
@@ -149,7 +149,10 @@ def _check_option(args: dict[str, Any]) -> str:
 
 
 def _set_choices(
-    window: Any, strategy: str | None = None, granularity: str | None = None, predict: Any = None
+    window: LessonWindow,
+    strategy: str | None = None,
+    granularity: str | None = None,
+    predict: Any = None,
 ) -> None:
     # The stepper follows the session: its choices are session options.
     session = window.session
@@ -161,31 +164,39 @@ def _set_choices(
         session.set_option("predict", bool(predict))
 
 
-def _reveal(window: Any, batch: int, head: int, i: int, j: int) -> None:
+def _reveal(window: LessonWindow, batch: int, head: int, i: int, j: int) -> None:
     """Show score cell (batch, head, i, j) whatever the learner did in predict mode.
 
     An open question about it is skipped (its answer is shown); an answered one
     stays up; if the learner moved elsewhere, the loop goes back and fills it.
     """
-    model = window.stepper.stepper
-    if model.needs_answer and model.prediction.cell == (batch, head, i, j):
+    cell = (batch, head, i, j)
+    asking = window.stepper.stepper.prediction
+    if asking is not None and asking.status == "asking" and asking.cell == cell:
         window.stepper.step_forward()
         return
     frame = window.stepper.frame()
-    if frame is None or not frame.filled[batch, head, i, j]:
-        window.stepper.seek_cell(batch, head, i, j)
-        if not window.stepper.frame().filled[batch, head, i, j]:
+    if frame is None or not frame.filled[cell]:
+        window.stepper.seek_cell(*cell)
+        frame = window.stepper.frame()
+        if frame is None or not frame.filled[cell]:
             window.stepper.step_forward()
 
 
-def _show(window: Any, target: str) -> None:
+def _heatmaps(window: LessonWindow) -> Heatmaps:
+    if window.heatmaps is None:
+        raise ValueError("the heatmaps are not built yet; point at them first (highlight)")
+    return window.heatmaps
+
+
+def _show(window: LessonWindow, target: str) -> None:
     # highlight() raises the panel's dock; clearing at once leaves it raised, unframed.
     window.highlight(target, HIGHLIGHT_FOREVER)
     window.highlight(None)
 
 
 def _set_block(
-    window: Any,
+    window: LessonWindow,
     matrix: str,
     token: int,
     dim: int,
@@ -197,7 +208,7 @@ def _set_block(
 
 
 def _set_cell(
-    window: Any,
+    window: LessonWindow,
     matrix: str,
     token: int,
     dim: int,
@@ -208,7 +219,7 @@ def _set_cell(
     window.session.set_cell(matrix, token, dim, value, batch=batch, head=head)
 
 
-def _resize(window: Any, **sizes: int) -> None:
+def _resize(window: LessonWindow, **sizes: int) -> None:
     window.session.resize(**sizes)
 
 
@@ -338,7 +349,7 @@ ACTIONS: dict[str, Operation] = {
         Operation(
             "enlarge_head",
             {"head": Param("int_or_null")},
-            lambda w, head: w.heatmaps.set_enlarged(head),
+            lambda w, head: _heatmaps(w).set_enlarged(head),
         ),
         Operation("run_timing", {}, lambda w: w.run_timing(), replay=False),
         Operation("run_sweep", {}, lambda w: w.run_sweep(), replay=False),
@@ -347,7 +358,7 @@ ACTIONS: dict[str, Operation] = {
 
 
 # -- expectations ------------------------------------------------------------------------
-def _grid_numbers(window: Any) -> list[list[float | None]]:
+def _grid_numbers(window: LessonWindow) -> list[list[float | None]]:
     """The score grid as the user reads it: numbers, None for empty cells."""
     out: list[list[float | None]] = []
     for row in window.score_grid.text_grid():
@@ -362,22 +373,22 @@ def _grid_numbers(window: Any) -> list[list[float | None]]:
     return out
 
 
-def _frame(window: Any) -> Any:
-    return window.stepper.frame() if window.stepper is not None else None
+def _frame(window: LessonWindow) -> Frame | None:
+    return window.stepper.frame()
 
 
-def _frame_text(window: Any, attribute: str) -> str:
+def _frame_text(window: LessonWindow, attribute: str) -> str:
     frame = _frame(window)
     return "" if frame is None else str(getattr(frame, attribute))
 
 
-def _prediction_text(window: Any) -> str:
+def _prediction_text(window: LessonWindow) -> str:
     frame = _frame(window)
     return "" if frame is None or frame.prediction is None else frame.prediction.text
 
 
 #: name → (how to read the value from the window, the type of its ``equals`` argument)
-READERS: dict[str, tuple[Callable[[Any], Any], str]] = {
+READERS: dict[str, tuple[Callable[[LessonWindow], object], str]] = {
     "grid": (_grid_numbers, "grid"),
     "strategy": (lambda w: w.session.options.strategy, "str"),
     "stage": (lambda w: w.session.options.stage, "str"),
@@ -390,17 +401,17 @@ READERS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "shape_text": (lambda w: w.shape_label.text(), "str"),
     "counter": (lambda w: _frame_text(w, "counter"), "str"),
     "working": (lambda w: _frame_text(w, "working"), "str"),
-    "step_count": (lambda w: _frame(w).count if _frame(w) is not None else 0, "int"),
-    "step_index": (lambda w: _frame(w).index if _frame(w) is not None else -1, "int"),
+    "step_count": (lambda w: getattr(_frame(w), "count", 0), "int"),
+    "step_index": (lambda w: getattr(_frame(w), "index", -1), "int"),
     "summary": (lambda w: w.stepper.stepper.summary(), "str"),
     "prediction": (_prediction_text, "str"),
     "code": (lambda w: strategy_source(w.session.options.strategy), "str"),
-    "enlarged": (lambda w: w.heatmaps.enlarged, "int_or_null"),
+    "enlarged": (lambda w: _heatmaps(w).enlarged, "int_or_null"),
 }
 
 
-def _make_check(name: str, read: Callable[[Any], Any], kind: str) -> Operation:
-    def run(window: Any, equals: Any = None, contains: Any = None) -> str:
+def _make_check(name: str, read: Callable[[LessonWindow], object], kind: str) -> Operation:
+    def run(window: LessonWindow, equals: Any = None, contains: Any = None) -> str:
         """Empty string if the expectation holds, else what was found instead."""
         actual = read(window)
         if equals is not None:
@@ -437,7 +448,7 @@ def _make_check(name: str, read: Callable[[Any], Any], kind: str) -> Operation:
     return Operation(name, params, run, extra_check=exactly_one)
 
 
-def _check_cell(window: Any, i: int, j: int, equals: float | None) -> str:
+def _check_cell(window: LessonWindow, i: int, j: int, equals: float | None) -> str:
     grid = _grid_numbers(window)
     if not (0 <= i < len(grid) and 0 <= j < len(grid[i])):
         return f"cell ({i}, {j}): the grid is {len(grid)}×{len(grid[0]) if grid else 0}"

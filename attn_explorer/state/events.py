@@ -32,6 +32,9 @@ class SessionEvents:
     - ``tokens()``: token names changed
     - ``options(name)``: an option changed (strategy, stage, scale, ...); ``name`` is
       ``"all"`` when a load, or its undo, replaced several options at once
+    - ``step()``: the stepper's position (option ``step``) changed: up to 60 times a
+      second while it plays, so it has its own event and views that do not show it
+      never hear of it
     - ``dirty(bool)``: unsaved-changes flag changed
     - ``document()``: the document's name or file changed (opened, saved, replaced)
     - ``message(text, level)``: something to tell the user (status bar)
@@ -43,6 +46,7 @@ class SessionEvents:
         self.shape = Event()
         self.tokens = Event()
         self.options = Event()
+        self.step = Event()
         self.dirty = Event()
         self.document = Event()
         self.message = Event()

@@ -150,6 +150,7 @@ def write_npz(path: Path, session: Session) -> Path:
     The archive is streamed into the temporary file: no second copy in memory.
     """
     arrays = npz_arrays(session)
+    # numpy's stubs type **arrays as the allow_pickle keyword; these are all arrays.
     return write_atomic_with(path, lambda stream: np.savez_compressed(stream, **arrays))  # type: ignore[arg-type]
 
 

@@ -491,7 +491,10 @@ class Session:
             self.revision += 1
         if name not in ("step", "head", "batch_index", "granularity"):
             self._set_dirty(True)
-        self.events.options.emit(name)
+        if name == "step":
+            self.events.step.emit()
+        else:
+            self.events.options.emit(name)
         return True
 
 

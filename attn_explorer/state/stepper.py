@@ -103,6 +103,7 @@ class Frame:
             for f in fields(self)
         )
 
+    # Frames compare arrays, so they are unhashable; typeshed wants __hash__ to be a method.
     __hash__ = None  # type: ignore[assignment]
 
 
@@ -134,6 +135,7 @@ class Stepper:
         events.shape.connect(self._on_shape_changed)
         events.tokens.connect(self._on_tokens_changed)
         events.options.connect(self._on_option_changed)
+        events.step.connect(self._on_step_changed)
 
     def close(self) -> None:
         """Stop following the session (the stepper is no longer used)."""
@@ -142,6 +144,7 @@ class Stepper:
         events.shape.disconnect(self._on_shape_changed)
         events.tokens.disconnect(self._on_tokens_changed)
         events.options.disconnect(self._on_option_changed)
+        events.step.disconnect(self._on_step_changed)
 
     # -- what the stepper runs -------------------------------------------------------
     def _build_trace(self) -> LoopTrace:
@@ -383,13 +386,15 @@ class Stepper:
             self._prediction = replace(self._prediction, label=self._label(self._prediction.cell))
         self._changed()
 
+    def _on_step_changed(self) -> None:
+        """Someone else (a lesson, a loaded file) put the step option somewhere: go there."""
+        if not self._writing_step and self.session.options.step != self._cursor:
+            self._prediction = None
+            self._sync_cursor_from_session()
+            self._changed()
+
     def _on_option_changed(self, name: str) -> None:
-        if name == "step":
-            if not self._writing_step and self.session.options.step != self._cursor:
-                self._prediction = None
-                self._sync_cursor_from_session()
-                self._changed()
-        elif name in ("strategy", "dtype"):
+        if name in ("strategy", "dtype"):
             if name == "dtype":
                 self._trace = self._build_trace()
             self._end()

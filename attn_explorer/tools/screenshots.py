@@ -16,6 +16,10 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from attn_explorer.state.session import Session
 
 SIZE = (1400, 900)
 
@@ -41,13 +45,13 @@ SHOTS = (
 )
 
 
-def _apply(session: object, shot: Shot) -> None:
+def _apply(session: Session, shot: Shot) -> None:
     from attn_explorer.state.presets import preset
 
     chosen = preset(shot.preset)
-    session.load(chosen.snapshot, chosen.options, text=f"screenshot {shot.preset}")  # type: ignore[attr-defined]
+    session.load(chosen.snapshot, chosen.options, text=f"screenshot {shot.preset}")
     for name, value in shot.options:
-        session.set_option(name, value)  # type: ignore[attr-defined]
+        session.set_option(name, value)
 
 
 def take(
@@ -58,11 +62,11 @@ def take(
 ) -> list[Path]:
     """Save one PNG per shot into ``folder``; returns the paths written."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtWidgets import QApplication
 
     from attn_explorer.tools.self_test import close_quietly, settle
+    from attn_explorer.ui.app import qt_application
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = qt_application()
     from attn_explorer.ui.main_window import MainWindow
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -80,7 +84,7 @@ def take(
             if got != size:
                 report(f"note: asked for {size[0]}×{size[1]}, the window is {got[0]}×{got[1]}")
             target = folder / shot.filename
-            if not image.save(str(target), "PNG"):
+            if not image.save(str(target)):  # the .png name gives the format
                 raise OSError(f"cannot write {target}")
             written.append(target)
             report(f"wrote {target} ({image.width()}×{image.height()}): {shot.caption}")

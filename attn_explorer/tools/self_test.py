@@ -19,6 +19,13 @@ import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported when the test runs: a broken install fails with a reason
+    from PySide6.QtCore import QCoreApplication
+
+    from attn_explorer.state.session import Session
+    from attn_explorer.ui.main_window import MainWindow
 
 WORKED_SCORES = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
 
@@ -39,11 +46,11 @@ class SelfTestError(Exception):
     """One check failed; the message is the reason shown to the user."""
 
 
-def settle(app: object, seconds: float = SETTLE_SECONDS) -> None:
+def settle(app: QCoreApplication, seconds: float = SETTLE_SECONDS) -> None:
     """Run the event loop for ``seconds`` so debounce timers and worker signals get through."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        app.processEvents()  # type: ignore[attr-defined]
+        app.processEvents()
         time.sleep(0.01)
 
 
@@ -61,36 +68,26 @@ def _check_resources() -> None:
         raise SelfTestError("resource icons/attn-explorer-256.png does not decode as 256 px PNG")
 
 
-def _load_worked_example(window: object) -> object:
+def _load_worked_example(window: MainWindow) -> Session:
     """The window's session, set to the worked example (whatever the window started with)."""
     from attn_explorer.state.presets import worked_example
 
-    session = getattr(window, "session", None)
-    if session is None:
-        raise SelfTestError("MainWindow has no .session")
+    session = window.session
     preset = worked_example()
     session.load(preset.snapshot, preset.options, text="self-test")
     return session
 
 
-def _scores_of(result: object) -> object:
-    import numpy as np
-
-    return np.asarray(result.scores)  # type: ignore[attr-defined]  # (B, H, T, T)
-
-
-def _check_scores(app: object, window: object, session: object) -> str:
+def _check_scores(app: QCoreApplication, window: MainWindow, session: Session) -> str:
     """The session's scores, and the numbers the window's score grid shows, are the worked S."""
     import numpy as np
 
-    scores = _scores_of(session.result())  # type: ignore[attr-defined]
+    scores = np.asarray(session.result().scores)  # (B, H, T, T)
     if scores.shape != (1, 1, 3, 3):
         raise SelfTestError(f"scores have shape {scores.shape}, expected (1, 1, 3, 3)")
     if not np.allclose(scores[0, 0], WORKED_SCORES):
         raise SelfTestError(f"scores {scores[0, 0].tolist()} != {WORKED_SCORES}")
-    grid = getattr(window, "score_grid", None)
-    if grid is None:
-        return "session"
+    grid = window.score_grid
 
     def shown() -> bool:
         try:  # the numbers the user reads in the window's score grid
@@ -110,7 +107,7 @@ def _check_scores(app: object, window: object, session: object) -> str:
     return "session and window"
 
 
-def _export_png(window: object, session: object, folder: Path) -> tuple[Path, str]:
+def _export_png(window: MainWindow, session: Session, folder: Path) -> tuple[Path, str]:
     """One heatmap PNG in ``folder``, by the exporter if it exists, else a grab of the window."""
     # Fall back only when the exporter is absent, never when it is present but broken.
     if importlib.util.find_spec("attn_explorer.ui.render") is not None:
@@ -119,7 +116,7 @@ def _export_png(window: object, session: object, folder: Path) -> tuple[Path, st
         export_heatmaps(session, folder, heads="current", fmt="png")
         how = "export_heatmaps"
     else:
-        if not window.grab().save(str(folder / "window.png"), "PNG"):  # type: ignore[attr-defined]
+        if not window.grab().save(str(folder / "window.png")):
             raise SelfTestError("could not save a grab of the window")
         how = "window grab"
     pngs = sorted(folder.rglob("*.png"))
@@ -183,11 +180,11 @@ def private_app_folders(folder: Path) -> Iterator[None]:
 
 def _run(folder: Path) -> list[str]:
     """All checks in order; returns progress lines, raises SelfTestError on the first failure."""
-    from PySide6.QtWidgets import QApplication
 
     from attn_explorer import __version__
+    from attn_explorer.ui.app import qt_application
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = qt_application()
     lines = [f"attn-explorer {__version__}, Qt platform {app.platformName()}"]
     _check_resources()
     lines.append("resources: icons found through importlib.resources")
@@ -213,15 +210,12 @@ def _run(folder: Path) -> list[str]:
     return lines
 
 
-def close_quietly(window: object) -> None:
+def close_quietly(window: MainWindow) -> None:
     """Close ``window`` without a "save changes?" dialog: its edits are the self-test's own."""
-    if hasattr(window, "ask_before_discard"):
-        window.ask_before_discard = False
-    mark_saved = getattr(getattr(window, "session", None), "mark_saved", None)
-    if mark_saved is not None:
-        mark_saved()
-    window.close()  # type: ignore[attr-defined]
-    window.deleteLater()  # type: ignore[attr-defined]
+    window.ask_before_discard = False
+    window.session.mark_saved()
+    window.close()
+    window.deleteLater()
 
 
 def run_self_test() -> int:

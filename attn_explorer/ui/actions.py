@@ -276,8 +276,6 @@ class WindowActions(QObject):
         self.redo.setText(f"&Redo {s.redo_text()}".rstrip())
 
     def _sync_checks(self, name: str = "all") -> None:
-        if name == "step":
-            return  # up to 60 times a second while the stepper plays
         options = self.window.session.options
         self.strategies[options.strategy].setChecked(True)
         self.shared_scale.setChecked(options.shared_scale)

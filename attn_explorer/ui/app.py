@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
+
+def qt_application() -> QApplication:
+    """The running QApplication, or a new one (widgets need a QApplication, not a core one)."""
+    from PySide6.QtWidgets import QApplication
+
+    existing = QApplication.instance()
+    if isinstance(existing, QApplication):
+        return existing
+    if existing is not None:
+        raise RuntimeError("a QCoreApplication without widgets is running; cannot open windows")
+    return QApplication(sys.argv[:1])
 
 
 def run_app(session_path: str | None = None) -> int:
     """Open the window (on ``session_path``, else see ``FileCommands.start``); run the app."""
-    from PySide6.QtWidgets import QApplication
-
     from attn_explorer.ui.settings import APPLICATION, ORGANIZATION
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = qt_application()
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName(APPLICATION)

@@ -54,9 +54,7 @@ class CodePanel(QWidget):
         layout.addWidget(self.provenance)
         layout.addWidget(self.code, 1)
         layout.addWidget(self.where)
-        session.events.options.connect(
-            lambda name: name == "step" or self.set_strategy(session.options.strategy)
-        )
+        session.events.options.connect(lambda name: self.set_strategy(session.options.strategy))
         session.events.shape.connect(lambda: self.set_strategy(session.options.strategy))
         results.changed.connect(self.set_provenance)
         self.set_strategy(session.options.strategy)

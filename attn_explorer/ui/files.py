@@ -21,7 +21,6 @@ import time
 from functools import partial
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
@@ -56,8 +55,11 @@ def autosave_path() -> Path:
 
 
 def recent_files() -> list[str]:
-    value = settings().value("recent", []) or []
-    return [value] if isinstance(value, str) else [str(v) for v in value]
+    """The recently opened or saved session files, newest first."""
+    value = settings().value("recent", [])
+    if isinstance(value, str):  # QSettings gives a one-item list back as a string
+        return [value]
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def last_dir() -> str:
@@ -93,7 +95,7 @@ class FileCommands(QObject):
         events.values.connect(lambda matrix: self._schedule_autosave())
         events.shape.connect(self._schedule_autosave)
         events.tokens.connect(self._schedule_autosave)
-        events.options.connect(lambda name: name == "step" or self._schedule_autosave())
+        events.options.connect(lambda name: self._schedule_autosave())
 
     def _remember_error(self, text: str, level: str) -> None:
         if level == "error":
@@ -135,7 +137,7 @@ class FileCommands(QObject):
             return False
         return self.document.replace(snapshot, options, text, name)
 
-    def load_preset(self, name: str, *, confirm: bool = True, **kwargs: Any) -> bool:
+    def load_preset(self, name: str, *, confirm: bool = True, **kwargs: int) -> bool:
         """A preset's numbers and options, as an untitled document (undoable)."""
         preset = PRESETS[name](**kwargs) if kwargs else PRESETS[name]()
         ok = self.replace(

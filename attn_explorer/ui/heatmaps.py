@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
+from pyqtgraph.GraphicsScene.mouseEvents import MouseClickEvent
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QLabel, QMenu, QVBoxLayout, QWidget
 
@@ -184,7 +185,7 @@ class HeatmapGrid(QWidget):
         menu.addAction(
             "Export all heads as a montage…", lambda: self.exportRequested.emit("montage")
         )
-        menu.exec(self.view.mapToGlobal(pos))  # type: ignore[arg-type]
+        menu.exec(self.view.mapToGlobal(pos))
 
     # -- building ------------------------------------------------------------------
     def _heads_shown(self) -> list[int]:
@@ -384,12 +385,11 @@ class HeatmapGrid(QWidget):
         if cell is not None:
             self.hover.setText(self.describe(*cell))
 
-    def _on_mouse_clicked(self, event: object) -> None:
-        pos = event.scenePos()  # type: ignore[attr-defined]
-        cell = self._cell_at(pos)
+    def _on_mouse_clicked(self, event: MouseClickEvent) -> None:
+        cell = self._cell_at(event.scenePos())
         if cell is None:
             return
-        if event.double():  # type: ignore[attr-defined]
+        if event.double():
             self.set_enlarged(None if self.enlarged is not None else cell[0])
             self.headActivated.emit(cell[0])
         else:

@@ -48,9 +48,12 @@ class Highlighter:
                 f"unknown highlight target {name!r}; one of {', '.join(HIGHLIGHT_TARGETS)}"
             )
         self.before(name)
-        widget = self.targets().get(name)
-        if widget is None:
+        target = self.targets().get(name)
+        if target is None:
             raise KeyError(f"the control {name!r} is not in the window yet")
+        self._frame(target, duration_ms)
+
+    def _frame(self, widget: QWidget, duration_ms: int) -> None:
         widget.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)  # plain QWidgets too
         widget.setProperty("plainStyle", widget.styleSheet())
         widget.setProperty("lessonHighlight", True)

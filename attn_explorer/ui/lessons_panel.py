@@ -13,7 +13,8 @@ only asks it to move and shows where it is. Progress lives in QSettings.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QSignalBlocker, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -33,7 +34,11 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.lessons.engine import Lesson, LessonError, LessonRunner, load_lessons
+from attn_explorer.lessons.window import LessonWindow
 from attn_explorer.ui.settings import settings
+
+if TYPE_CHECKING:
+    from attn_explorer.ui.main_window import MainWindow
 
 SHORTCUT = "F3"
 DOCK_WIDTH = 340
@@ -63,12 +68,16 @@ class LessonsPanel(QWidget):
     stepShown = Signal(str, int)
 
     def __init__(
-        self, window: Any, lessons: list[Lesson] | None = None, parent: QWidget | None = None
+        self,
+        window: LessonWindow,
+        lessons: list[Lesson] | None = None,
+        parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.window_api = window
         self.lessons = lessons if lessons is not None else load_lessons()
         self.runner: LessonRunner | None = None
+        self._markdown = ""  # the step text shown, rendered again when the palette changes
         self._build()
         self._fill_list()
         self.show_welcome()
@@ -145,7 +154,7 @@ class LessonsPanel(QWidget):
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setMinimumWidth(MIN_WIDTH)
 
-    def _shortcut(self, text: str, keys: list[Qt.Key], slot: Any) -> QAction:
+    def _shortcut(self, text: str, keys: list[Qt.Key], slot: Callable[[], None]) -> QAction:
         action = QAction(text, self)
         action.setShortcuts([QKeySequence(k) for k in keys])
         action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
@@ -176,7 +185,8 @@ class LessonsPanel(QWidget):
 
     # -- progress (QSettings) -----------------------------------------------------------------
     def saved_step(self, lesson_id: str) -> int:
-        return int(settings().value(_key("step", lesson_id), 0, type=int))  # type: ignore[arg-type]
+        value = settings().value(_key("step", lesson_id), 0, type=int)
+        return value if isinstance(value, int) else 0
 
     def is_done(self, lesson_id: str) -> bool:
         return bool(settings().value(_key("done", lesson_id), False, type=bool))
@@ -220,7 +230,8 @@ class LessonsPanel(QWidget):
         self.runner = LessonRunner(self.window_api, lesson)
         with QSignalBlocker(self.lesson_list):
             self.lesson_list.setCurrentRow(self.lessons.index(lesson))
-        self._move(lambda: self.runner.start(step))  # type: ignore[union-attr]
+        runner = self.runner
+        self._move(lambda: runner.start(step))
 
     def next(self) -> None:
         """Next step; at a lesson's last step, the next lesson."""
@@ -245,7 +256,7 @@ class LessonsPanel(QWidget):
             settings().setValue(_key("done", self.runner.lesson.id), False)
             self._move(self.runner.restart)
 
-    def _move(self, how: Any) -> None:
+    def _move(self, how: Callable[[], object]) -> None:
         runner = self.runner
         assert runner is not None
         problem = ""
@@ -302,7 +313,7 @@ class LessonsPanel(QWidget):
 
     def changeEvent(self, event: QEvent) -> None:
         # The Markdown import bakes the palette's link colour in: render again for the new one.
-        if event.type() == QEvent.Type.PaletteChange and getattr(self, "_markdown", ""):
+        if event.type() == QEvent.Type.PaletteChange and self._markdown:
             self.text.setMarkdown(self._markdown)
         super().changeEvent(event)
 
@@ -325,7 +336,7 @@ class LessonsDock(QDockWidget):
     :meth:`open` from Help ▸ Lessons (F3).
     """
 
-    def __init__(self, window: QMainWindow, lessons: list[Lesson] | None = None) -> None:
+    def __init__(self, window: MainWindow, lessons: list[Lesson] | None = None) -> None:
         super().__init__("Lessons", window)
         self.setObjectName("lessons-dock")
         self.panel = LessonsPanel(window, lessons)

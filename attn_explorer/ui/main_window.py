@@ -12,12 +12,13 @@ side (open, save, autosave) lives in :mod:`.files`.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -62,7 +63,7 @@ INFO_MESSAGE_MS = 6_000
 class _FirstPaint(QObject):
     """Calls ``callback`` once, soon after the watched window first paints."""
 
-    def __init__(self, callback: Any) -> None:
+    def __init__(self, callback: Callable[[], None]) -> None:
         super().__init__()
         self.callback = callback
         self.done = False
@@ -329,7 +330,7 @@ class MainWindow(QMainWindow):
     def set_stage(self, name: str) -> None:
         self.session.set_option("stage", name)
 
-    def load_preset(self, name: str, *, confirm: bool = False, **kwargs: Any) -> bool:
+    def load_preset(self, name: str, *, confirm: bool = False, **kwargs: int) -> bool:
         """Load a preset as an untitled document (lessons and tests; the menu asks first)."""
         return self.files.load_preset(name, confirm=confirm, **kwargs)
 
@@ -480,7 +481,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.inputs_dock], [380], Qt.Orientation.Horizontal)
         self.resizeDocks([self.stepper_dock], [270], Qt.Orientation.Vertical)
 
-    def showEvent(self, event: Any) -> None:
+    def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
         if not self._state_restored and not getattr(self, "_docks_sized", False):
             self._docks_sized = True
@@ -489,12 +490,10 @@ class MainWindow(QMainWindow):
     def _restore_settings(self) -> None:
         s = settings()
         geometry = s.value("geometry")
-        if geometry is not None:
-            self.restoreGeometry(geometry)  # type: ignore[arg-type]
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
         state = s.value("window_state")
-        self._state_restored = state is not None and bool(
-            self.restoreState(state)  # type: ignore[arg-type]
-        )
+        self._state_restored = isinstance(state, QByteArray) and self.restoreState(state)
         if s.value("dark", False, type=bool):
             palette.apply(True)
             self.commands.dark.setChecked(True)

@@ -15,6 +15,7 @@ from PySide6.QtCore import (
     QEvent,
     QModelIndex,
     QPersistentModelIndex,
+    QPoint,
     Qt,
 )
 from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
@@ -328,8 +329,8 @@ class MatrixTable(QTableView):
         row, col = (current.row(), current.column()) if current.isValid() else (0, 0)
         return self.session.set_block(self.matrix, row, col, block)
 
-    def _token_menu(self, pos: object) -> None:
-        row = self.verticalHeader().logicalIndexAt(pos)  # type: ignore[arg-type]
+    def _token_menu(self, pos: QPoint) -> None:
+        row = self.verticalHeader().logicalIndexAt(pos)
         menu = QMenu(self)
         if row >= 0:
             menu.addAction("Rename token…", lambda: self.rename_token(row))
@@ -338,7 +339,7 @@ class MatrixTable(QTableView):
             menu.addAction("Remove token", lambda: self.session.remove_token(row))
         else:
             menu.addAction("Add token", lambda: self.session.insert_token())
-        menu.exec(self.verticalHeader().mapToGlobal(pos))  # type: ignore[arg-type]
+        menu.exec(self.verticalHeader().mapToGlobal(pos))
 
     def rename_token(self, row: int) -> None:
         tokens = self.session.tokens

@@ -111,8 +111,9 @@ class Recompute(QObject):
         )
 
     def _on_agreement(self, outcome: object) -> None:
-        revision, diffs = outcome  # type: ignore[misc]
-        self.results.accept_agreement(revision, diffs)
+        match outcome:  # (revision, diffs), as _start_agreement's job returns
+            case (int(revision), dict(diffs)):
+                self.results.accept_agreement(revision, diffs)
 
     def wait_idle(self) -> bool:
         """True when nothing is pending (for tests and benchmarks)."""

@@ -24,6 +24,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -385,7 +386,8 @@ def render_png(figure: Figure, width: int = 1600) -> bytes:
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buffer, "PNG"):
+    # PySide6's stub types the format as bytes, but the binding accepts only str.
+    if not image.save(buffer, "PNG"):  # type: ignore[call-overload]
         raise RuntimeError("Qt could not encode the PNG")
     buffer.close()
     return bytes(data.data())
@@ -431,6 +433,6 @@ def export_heatmaps(
     """
     jobs = plan_export(session, target, stage=stage, heads=heads, fmt=fmt, width=width)
     return [
-        guarded_write(job.path, lambda job=job: write_export(session, job, width, image_bytes))
+        guarded_write(job.path, partial(write_export, session, job, width, image_bytes))
         for job in jobs
     ]

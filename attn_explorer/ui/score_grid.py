@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -77,6 +78,10 @@ class ScoreGridModel(QAbstractTableModel):
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() or self.values.ndim < 2 else self.values.shape[1]
 
+    def _being_filled(self, r: int, c: int) -> bool:
+        """The stepper is inside this cell's sum: it has no value yet."""
+        return self.filled is not None and self.current == (r, c) and not self.filled[r, c]
+
     def _hidden(self, r: int, c: int) -> bool:
         return self.filled is not None and not bool(self.filled[r, c]) and self.current != (r, c)
 
@@ -88,11 +93,11 @@ class ScoreGridModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             if self._hidden(r, c):
                 return ""
-            if self.current == (r, c) and self.filled is not None and not self.filled[r, c]:
+            if self._being_filled(r, c):
                 return "…"
             return "−∞" if value == -np.inf else self.short_text(value)
         if role == Qt.ItemDataRole.BackgroundRole:
-            if self._hidden(r, c) or (self.current == (r, c) and not self.filled[r, c]):  # type: ignore[index]
+            if self._hidden(r, c) or self._being_filled(r, c):
                 return QBrush(QColor(250, 250, 250))
             red, green, blue = (int(x) for x in self.colours[r, c])
             return QBrush(QColor(red, green, blue))
@@ -157,7 +162,7 @@ class ScoreGridModel(QAbstractTableModel):
 class _OutlineDelegate(QStyledItemDelegate):
     """Draws a frame around the cell the stepper is filling."""
 
-    def paint(self, painter, option, index) -> None:  # type: ignore[no-untyped-def]
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         super().paint(painter, option, index)
         model = index.model()
         if isinstance(model, ScoreGridModel) and model.current == (index.row(), index.column()):

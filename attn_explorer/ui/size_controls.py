@@ -65,8 +65,7 @@ class SizeControls(QWidget):
         self.apply_button.clicked.connect(self.apply)
         form.addWidget(self.apply_button, 1, 2, 1, 2)
         session.events.shape.connect(self.set_from_state)
-        # "step" changes up to 60 times a second while the stepper plays: nothing to show here.
-        session.events.options.connect(lambda name: name == "step" or self.set_from_state())
+        session.events.options.connect(lambda name: self.set_from_state())
         self.set_from_state()
 
     def set_from_state(self) -> None:

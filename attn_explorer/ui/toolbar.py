@@ -45,9 +45,7 @@ class StrategyToggle(QWidget):
             layout.addWidget(button)
             self.buttons[name] = button
         self.group.idToggled.connect(self._on_strategy_changed)
-        session.events.options.connect(
-            lambda name: name == "step" or self.set_strategy(session.options.strategy)
-        )
+        session.events.options.connect(lambda name: self.set_strategy(session.options.strategy))
         self.set_strategy(session.options.strategy)
 
     def set_strategy(self, name: str) -> None:
@@ -93,8 +91,7 @@ class OptionsBar(QWidget):
         self.shared.toggled.connect(lambda on: session.set_option("shared_scale", on))
         self.batch.valueChanged.connect(lambda v: session.set_option("batch_index", v - 1))
         self.head.currentIndexChanged.connect(self._on_head_changed)
-        # "step" changes up to 60 times a second while the stepper plays: nothing to show here.
-        session.events.options.connect(lambda name: name == "step" or self.set_from_state())
+        session.events.options.connect(lambda name: self.set_from_state())
         session.events.shape.connect(self.set_from_state)
         self.set_from_state()
 
