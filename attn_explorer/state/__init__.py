@@ -1,6 +1,7 @@
 """Qt-free session state: the single source of truth for tokens, Q/K/V and options."""
 
 from attn_explorer.state.events import Event, SessionEvents
+from attn_explorer.state.formatting import format_number
 from attn_explorer.state.presets import PRESETS, preset
 from attn_explorer.state.session import Session
 from attn_explorer.state.types import (
@@ -8,7 +9,6 @@ from attn_explorer.state.types import (
     Options,
     Preset,
     Snapshot,
-    format_number,
     parse_number,
 )
 

@@ -20,9 +20,10 @@ import numpy as np
 
 from attn_explorer.compute import LoopStep, LoopTrace
 from attn_explorer.state.events import Event
+from attn_explorer.state.formatting import format_number
 from attn_explorer.state.session import Session
 from attn_explorer.state.stepper_text import describe, summary_text
-from attn_explorer.state.types import format_number, parse_number
+from attn_explorer.state.types import parse_number
 
 #: Predict mode: an answer within this fraction of max(1, |value|) counts as right,
 #: so "0.33" is right for 1/3 and "2" is wrong for 2.5.

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attn_explorer.compute import LoopTrace, TimingResult, call_counts, strategy_source
-from attn_explorer.state.formatting import format_seconds
-from attn_explorer.state.types import format_number
+from attn_explorer.state.formatting import format_number, format_seconds
 
 if TYPE_CHECKING:
     from attn_explorer.state.stepper import Frame

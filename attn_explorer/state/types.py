@@ -132,14 +132,6 @@ def parse_number(text: str, *, max_abs: float | None = None) -> float:
     return value
 
 
-def format_number(value: float) -> str:
-    """The shortest text that parses back to exactly ``value`` (``1`` rather than ``1.0``)."""
-    value = float(value)
-    if value.is_integer() and abs(value) < 1e16:
-        return str(int(value))
-    return repr(value)
-
-
 def default_tokens(count: int, start: int = 1) -> list[str]:
     return [f"t{n}" for n in range(start, start + count)]
 

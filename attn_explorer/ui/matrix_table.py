@@ -33,7 +33,8 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.compute import LIMITS, MAX_PASTE_CELLS
-from attn_explorer.state import Session, format_number, parse_number
+from attn_explorer.state import Session, parse_number
+from attn_explorer.state.formatting import display_number, format_number
 from attn_explorer.state.stepper import Frame
 from attn_explorer.state.types import MATRIX_LETTER
 from attn_explorer.ui.text import plain_tooltip
@@ -42,12 +43,6 @@ ROW_HIGHLIGHT = QColor(255, 236, 179)  # amber 100: the row the loop is reading
 CELL_HIGHLIGHT = QColor(255, 171, 64)  # amber 300: the entry being multiplied
 
 _Index = QModelIndex | QPersistentModelIndex
-
-
-def display_number(value: float) -> str:
-    """Compact text for a cell: up to 6 significant digits (the editor shows full precision)."""
-    text = f"{value:.6g}"
-    return "0" if text == "-0" else text
 
 
 class MatrixModel(QAbstractTableModel):

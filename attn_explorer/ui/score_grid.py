@@ -21,11 +21,11 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.colormaps import stage_range, to_rgb
-from attn_explorer.state import Session, format_number
+from attn_explorer.state import Session
+from attn_explorer.state.formatting import display_number, format_number
 from attn_explorer.state.labels import STAGE_NAMES, STAGE_NOTES
 from attn_explorer.state.results import Results
 from attn_explorer.state.stepper import Frame, Stepper
-from attn_explorer.ui.matrix_table import display_number
 from attn_explorer.ui.text import plain_tooltip
 
 MAX_GRID_TOKENS = 16
