@@ -5,6 +5,9 @@ every name and argument against this module before a lesson is ever run, so a
 typo fails a test, not a learner. Each action runs against the *window API*
 typed by :class:`~attn_explorer.lessons.window.LessonWindow` (the window's public
 actions) and nothing below it.
+
+One job at ~500 lines: the vocabulary of lessons. It is a table of small
+operations, each a few lines; splitting it would scatter that one table.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ the view options; validates every edit, records it on an undo stack, and emits
 :class:`~attn_explorer.state.events.SessionEvents` so views can follow. A
 rejected edit changes nothing and emits a ``message`` naming the cell and the
 reason.
+
+One job at ~500 lines: every edit of the numbers and names, each validated and
+undoable; the value types, the undo stack and the results live in their own modules.
 """
 
 from __future__ import annotations

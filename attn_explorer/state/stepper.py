@@ -10,6 +10,9 @@ head for the loop; one head per matmul call; the whole run for the batched call 
 so switching them never loses the place, and every frame is rebuilt from the
 cursor with the trace's O(d) seek. Nothing proportional to the run length is
 ever stored.
+
+One job at ~450 lines: where the stepper is and what that shows; its words are
+in :mod:`.stepper_text` and the seekable trace in :mod:`attn_explorer.compute.trace`.
 """
 
 from __future__ import annotations

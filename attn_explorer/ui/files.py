@@ -25,7 +25,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
-from attn_explorer.state.app import AppState
+from attn_explorer.state.app_state import AppState
 from attn_explorer.state.document import UNTITLED
 from attn_explorer.state.io import (
     SessionFileError,

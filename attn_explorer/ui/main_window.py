@@ -7,6 +7,10 @@ frame of the edit, big ones in a worker, newest edit wins); the score grid, the
 heatmaps and the code panel subscribe to the results, and the stepper's frame is
 an overlay on them. Every command is a named action in :mod:`.actions`; the file
 side (open, save, autosave) lives in :mod:`.files`.
+
+One job at ~500 lines: assembling the window. Building its views and docks and
+the small commands its menus call (each a few lines handing work to state or to
+a panel) are the same job; the commands' declarations live in :mod:`.actions`.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.state import Session, Snapshot
-from attn_explorer.state.app import AppState
+from attn_explorer.state.app_state import AppState
 from attn_explorer.ui import palette
 from attn_explorer.ui.actions import WindowActions, build_menu_bar, shortcut_rows
 from attn_explorer.ui.code_panel import CodePanel

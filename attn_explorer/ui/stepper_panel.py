@@ -7,6 +7,9 @@ while stepping); this panel turns user input into model calls, shows the model's
 :class:`Frame` (counter, working, code line, locals) and re-emits it as
 ``frameChanged`` for the tables, score grid and heatmaps. Play is a QTimer, so
 the event loop never blocks.
+
+One job at ~500 lines: the stepper's controls and read-outs; its small widgets
+are in :mod:`.stepper_widgets` and its texts in :mod:`attn_explorer.state.stepper_text`.
 """
 
 from __future__ import annotations
