@@ -14,14 +14,20 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attn_explorer.colormaps import to_rgb
 from attn_explorer.models.bert import ModelAttention, load_model
 from attn_explorer.models.errors import check_text
 from attn_explorer.models.session import shown_values
 from attn_explorer.state.files import write_atomic, write_atomic_with
+
+if TYPE_CHECKING:  # for annotations only: Qt is imported inside the PNG path
+    from PySide6.QtCore import QCoreApplication
+    from PySide6.QtGui import QImage
 
 FORMATS = ("npz", "png")
 
@@ -41,7 +47,7 @@ def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | No
     Streamed into a temporary file next to ``path`` and renamed over it.
     """
     summaries = result.summaries()
-    arrays = {
+    arrays: dict[str, ArrayLike] = {
         "tokens": np.array(result.tokens, dtype=str),
         "input_ids": result.input_ids,
         "token_type_ids": result.token_type_ids,
@@ -62,23 +68,26 @@ def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | No
         "text": np.array(text),
         "text_pair": np.array(text_pair or ""),
     }
-    return write_atomic_with(path, lambda stream: np.savez(stream, **arrays))
+    return write_atomic_with(path, lambda stream: np.savez(stream, allow_pickle=False, **arrays))
 
 
-def png_bytes(image: object) -> bytes:
+def png_bytes(image: QImage) -> bytes:
     """A QImage encoded as PNG in memory (written to disk by the caller, atomically)."""
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+    from PySide6.QtGui import QImageWriter
 
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buffer, "PNG"):  # type: ignore[attr-defined]
+    # QImageWriter rather than QImage.save: the same encoder, and a format argument
+    # whose type the PySide6 stubs and the binding agree on.
+    if not QImageWriter(buffer, QByteArray(b"PNG")).write(image):
         raise ValueError("Qt could not encode the PNG (the image may be too large).")
     buffer.close()
     return bytes(data.data())
 
 
-def _ensure_gui_application() -> object:
+def _ensure_gui_application() -> QCoreApplication:
     """The running Qt application, or a new one (offscreen unless a platform is already set).
 
     A QApplication (a QGuiApplication that also allows widgets), so that the GUI
@@ -93,7 +102,7 @@ def _ensure_gui_application() -> object:
     return app
 
 
-def render_montage(result: ModelAttention, values: str = "weights") -> object:
+def render_montage(result: ModelAttention, values: str = "weights") -> QImage:
     """The model view as a QImage: rows = layers, columns = heads, one heatmap per head.
 
     Each heatmap has rows = query token i and columns = key token j. ``values``

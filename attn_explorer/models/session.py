@@ -21,7 +21,7 @@ import numpy as np
 
 from attn_explorer.colormaps import value_range
 from attn_explorer.compute import LOOP_BUDGET, STRATEGIES, Cancelled, estimate_loop_seconds
-from attn_explorer.models.bert import BertModel, ModelAttention, load_model
+from attn_explorer.models.bert import BertModel, ModelAttention, TakenHead, load_model
 from attn_explorer.state.events import Event
 
 #: (layer, head), counted from 0.
@@ -316,7 +316,7 @@ class ModelSession:
             f"key {tokens[j]!r} (j={j + 1}): {shown.label} {shown.values[layer, head, i, j]:.4f}"
         )
 
-    def take_head(self) -> dict | None:
+    def take_head(self) -> TakenHead | None:
         """The selected head as the explorer takes it (see ``ModelAttention.head``), or None.
 
         None comes with a message saying there is nothing to take yet.
