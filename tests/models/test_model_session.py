@@ -64,6 +64,12 @@ def test_request_needs_a_model_and_words(session, tiny_model_dir):
     session.set_text("the cat")
     session.set_pair("")
     session.set_strategy("matmul")
+    assert (session.folder, session.text, session.pair, session.strategy) == (
+        str(tiny_model_dir),
+        "the cat",
+        "",
+        "matmul",
+    )
     assert session.start() == AttentionRequest(str(tiny_model_dir), "the cat", None, "matmul")
     assert seen.messages()[-1] == ("Computing…", "info")
 
@@ -139,9 +145,10 @@ def test_shown_values_weights_and_scores(session, tiny_model_dir):
         "softmax weight",
     )
     seen = Recorder(session)
+    assert not session.show_scores
     session.set_show_scores(True)
     session.set_show_scores(True)
-    assert seen.names() == ["values"]
+    assert seen.names() == ["values"] and session.show_scores
     scores = session.shown()
     assert scores.values is result.scores and scores.colormap == "diverging"
     low, high = scores.levels
