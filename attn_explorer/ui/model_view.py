@@ -385,7 +385,7 @@ class ModelView(QWidget):
 
     def _build_inputs(self) -> None:
         self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(12)
+        self.model_combo.setMinimumContentsLength(10)
         self.model_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
@@ -419,7 +419,7 @@ class ModelView(QWidget):
         left, bottom = _TokenAxis("left"), _TokenAxis("bottom")
         self.detail = pg.PlotWidget(axisItems={"left": left, "bottom": bottom})
         self.detail.setBackground("w")
-        self.detail.setMinimumSize(280, 200)  # token axes and colour bar stay whole
+        self.detail.setMinimumSize(280, 180)  # token axes and colour bar stay whole
         self._detail_plot = self.detail.getPlotItem()
         self._detail_plot.setMenuEnabled(False)
         self._detail_plot.hideButtons()
@@ -452,7 +452,7 @@ class ModelView(QWidget):
             self.summary_combo.addItem(label, key)
         self.summary_table = QTableWidget()
         self.summary_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.summary_table.setMinimumHeight(80)
+        self.summary_table.setMinimumHeight(60)
 
     def _build_layout(self) -> None:
         picker = QHBoxLayout()
@@ -477,7 +477,8 @@ class ModelView(QWidget):
         under_head.addWidget(self.hover_label, 1)
         under_head.addWidget(self.take_button, 0, Qt.AlignmentFlag.AlignTop)
         head_layout.addLayout(under_head)
-        self._heads = heads = QSplitter(Qt.Orientation.Horizontal)
+        # Stacked until resizeEvent finds room side by side: a narrow dock stays possible.
+        self._heads = heads = QSplitter(Qt.Orientation.Vertical)
         heads.setChildrenCollapsible(False)
         heads.addWidget(self.grid)
         heads.addWidget(head_panel)

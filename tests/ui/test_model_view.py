@@ -262,3 +262,9 @@ def test_shutdown_stops_the_timer_and_drops_a_late_answer(qtbot, view, tiny_dir)
     qtbot.wait(300)  # the worker's answer, if any, arrives now, and is stale
     assert view.result is None
     assert view._runner.dropped + (view.status_label.text() == "Computing…") >= 1
+
+
+def test_the_dock_can_be_narrow(view):
+    """A 1280 × 720 window must not grow to fit the dock (issue 14): small minimum size."""
+    hint = view.minimumSizeHint()
+    assert hint.width() <= 360 and hint.height() <= 540
