@@ -6,6 +6,7 @@ Never imports Qt. Public API:
   strategy="batched") -> ModelAttention`` with ``tokens``, ``query``/``key``/``value``
   (L, H, T, d_head), ``scores``/``weights`` (L, H, T, T), ``hidden_states``,
   ``last_hidden_state``, ``truncated``/``notice``, ``summaries()`` and ``head(l, h)``
+  (a ``TakenHead`` dict: what the explorer takes)
 - ``find_models() -> list[FoundModel]``: BERT folders in the hub cache and model packages
 - ``head_summaries(weights, tokens) -> HeadSummaries``
 - ``SafetensorsFile`` / ``save_safetensors``, ``WordPieceTokenizer``, ``read_config``
@@ -17,6 +18,7 @@ from attn_explorer.models.bert import (
     BertModel,
     ForwardResult,
     ModelAttention,
+    TakenHead,
     expected_shapes,
     load_model,
 )
@@ -47,6 +49,7 @@ __all__ = [
     "ModelAttention",
     "ModelError",
     "SafetensorsFile",
+    "TakenHead",
     "TextError",
     "TokenizerConfig",
     "WordPieceTokenizer",

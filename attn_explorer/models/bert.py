@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -196,6 +197,22 @@ def read_weights(tensors: SafetensorsFile, config: BertConfig) -> dict[str, np.n
     return weights
 
 
+class TakenHead(TypedDict):
+    """One head as the explorer takes it (``ModelView.headTaken``'s payload).
+
+    ``query``/``key``/``value`` are (T, d_head) float64; ``layer`` and ``head``
+    count from 0.
+    """
+
+    tokens: list[str]
+    query: np.ndarray
+    key: np.ndarray
+    value: np.ndarray
+    layer: int
+    head: int
+    model_name: str
+
+
 @dataclass(frozen=True)
 class ModelAttention:
     """What one sentence does inside the model: tokens and every layer's attention.
@@ -240,7 +257,7 @@ class ModelAttention:
         """Per-head entropy and [CLS] / [SEP] / previous-token attention, each (L, H)."""
         return head_summaries(self.weights, self.tokens)
 
-    def head(self, layer: int, head: int) -> dict:
+    def head(self, layer: int, head: int) -> TakenHead:
         """One head as the explorer takes it: tokens and (T, d_head) float64 Q, K, V."""
         return {
             "tokens": list(self.tokens),

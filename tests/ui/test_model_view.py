@@ -1,7 +1,10 @@
 """The Model dock through the user's hands: type, see the grid, pick a head, take it."""
 
+import itertools
+
 import numpy as np
 import pytest
+from PySide6.QtCore import QPoint, QRect, Qt
 
 from attn_explorer.models import load_model
 from attn_explorer.models.testing import write_tiny_bert
@@ -116,3 +119,152 @@ def test_newest_request_wins(qtbot, view, tiny_dir):
         view.compute_now()
     qtbot.waitUntil(lambda: not view.busy, timeout=10_000)
     assert view.result.tokens == ["[CLS]", "the", "cat", "sat", "[SEP]"]
+
+
+# -- how it looks: placeholder, square labelled grid, whole enlarged head -------------------------
+
+
+@pytest.fixture
+def twelve_dir(tmp_path):
+    """12 layers × 12 heads, as a real BERT-base has."""
+    from attn_explorer.models.testing import tiny_config
+
+    config = tiny_config(
+        num_hidden_layers=12, num_attention_heads=12, hidden_size=48, max_position_embeddings=64
+    )
+    return write_tiny_bert(tmp_path / "tiny-bert-12", config=config)
+
+
+def show_result(qtbot, view, folder, size, text="the cat sat on the mat and the dog ran"):
+    view.resize(*size)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_model_folder(folder)
+    view.set_sentence(text)
+    qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=10_000)
+    qtbot.wait(20)  # layouts settle
+
+
+def inside(outer, inner) -> bool:
+    return outer.adjusted(-0.5, -0.5, 0.5, 0.5).contains(inner)
+
+
+def test_placeholder_says_what_to_do_until_a_result(qtbot, view, tiny_dir):
+    view.resize(640, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    assert view.placeholder.isVisible() and not view.grid.isVisible()
+    text = view.placeholder.text()
+    assert "Choose a model" in text and "Type a sentence" in text
+    view.set_model_folder(tiny_dir)
+    view.set_sentence("the cat")
+    qtbot.waitUntil(lambda: view.result is not None, timeout=10_000)
+    assert not view.placeholder.isVisible()
+    assert view.grid.isVisible() and view.detail.isVisible() and view.take_button.isVisible()
+
+
+def test_twelve_heads_fill_the_grid_square_and_labelled(qtbot, view, twelve_dir):
+    show_result(qtbot, view, twelve_dir, (1100, 680))
+    grid = view.grid
+    assert len(view._thumbnails) == 144
+    sides = {(box.width(), box.height()) for box, _ in view._thumbnails.values()}
+    assert sides == {(grid.cell, grid.cell)}  # square, all alike
+    # all of it shows at this size: nothing to scroll, and the cells use the room they have
+    assert grid.canvas.width() <= grid.viewport().width()
+    assert grid.canvas.height() <= grid.viewport().height()
+    assert grid.cell >= min(grid.viewport().width() // 12, grid.viewport().height() // 12) - 5
+    assert [t.replace("\n", " ") for t in grid._head_header.texts()] == [
+        f"head {n}" for n in range(1, 13)
+    ]
+    assert grid._layer_header.texts() == [f"layer {n}" for n in range(1, 13)]
+    assert view._heads.orientation() == Qt.Orientation.Horizontal
+
+
+def test_a_narrow_dock_scrolls_to_the_selected_head(qtbot, view, twelve_dir):
+    show_result(qtbot, view, twelve_dir, (400, 625))
+    assert view._heads.orientation() == Qt.Orientation.Vertical  # grid above the head
+    view.select_head(11, 11)
+    box, _ = view._thumbnails[(11, 11)]
+    corner = box.mapRectToScene(box.boundingRect())  # canvas pixels
+    shown = view.grid.viewport().rect().translated(-view.grid.canvas.pos())
+    assert inside(shown.toRectF(), corner)
+
+
+@pytest.mark.parametrize("size", [(400, 625), (564, 625), (1100, 680)])
+def test_enlarged_head_title_axes_and_colour_bar_are_whole(qtbot, view, twelve_dir, size):
+    show_result(qtbot, view, twelve_dir, size, "the cat sat on the mat and the dog ran " * 2)
+    view.select_head(3, 5)
+    qtbot.wait(20)
+    plot = view._detail_plot
+    scene = view.detail.sceneRect()
+    assert plot.titleLabel.text == "layer 4 · head 6"
+    for item in (plot.titleLabel, plot.getAxis("left"), plot.getAxis("bottom"), view._colorbar):
+        assert inside(scene, item.sceneBoundingRect()), item
+    placed = QRect(view.detail.mapTo(view, QPoint(0, 0)), view.detail.size())
+    assert view.rect().contains(placed)  # the plot itself is not cut by the dock
+
+
+def test_token_labels_are_thinned_never_overlapping(qtbot, view, twelve_dir):
+    from PySide6.QtGui import QPainter, QPicture
+
+    show_result(qtbot, view, twelve_dir, (564, 625), "the cat sat on the mat and the dog ran " * 2)
+    tokens = view.result.tokens
+    for name in ("left", "bottom"):
+        axis = view._detail_plot.getAxis(name)
+        assert [label for _, label in axis._tickLevels[0]] == tokens  # every token ticked
+        picture = QPicture()
+        painter = QPainter(picture)
+        _, _, texts = axis.generateDrawSpecs(painter)
+        painter.end()
+        drawn = [text for _, _, text in texts]
+        assert drawn[0] == tokens[0] and 1 < len(drawn) < len(tokens)
+        rects = [rect for rect, _, _ in texts]
+        assert not any(a.intersects(b) for a, b in itertools.pairwise(rects))
+
+
+def test_colours_come_from_colormaps(qtbot, view, tiny_dir):
+    from attn_explorer.colormaps import lut
+
+    view.set_model_folder(tiny_dir)
+    view.set_sentence("the cat sat")
+    qtbot.waitUntil(lambda: view.result is not None, timeout=10_000)
+    _, item = view._thumbnails[(0, 0)]
+    np.testing.assert_array_equal(item.lut, lut("sequential"))
+    bar = view._colorbar.colorMap().getLookupTable(nPts=256)
+    np.testing.assert_array_equal(bar[:, :3], lut("sequential"))
+    view.set_show_scores(True)
+    np.testing.assert_array_equal(item.lut, lut("diverging"))
+    bar = view._colorbar.colorMap().getLookupTable(nPts=256)
+    np.testing.assert_array_equal(bar[:, :3], lut("diverging"))
+    assert view._colorbar.axis.labelText == "raw score Q·Kᵀ"
+
+
+def test_hover_on_the_enlarged_head_reads_the_selected_head(qtbot, view, tiny_dir):
+    view.set_model_folder(tiny_dir)
+    view.set_sentence("the cat sat")
+    qtbot.waitUntil(lambda: view.result is not None, timeout=10_000)
+    view.select_head(1, 0)
+    view._on_heatmap_hovered(None, (2, 1))
+    assert view.hover_label.text().startswith("layer 2 · head 1: query 'cat' (i=3)")
+    view._on_heatmap_hovered(None, None)
+    assert view.hover_label.text().strip() == ""
+
+
+def test_shutdown_stops_the_timer_and_drops_a_late_answer(qtbot, view, tiny_dir):
+    view.set_model_folder(tiny_dir)
+    view.set_sentence("the cat sat")
+    assert view._debounce.isActive()
+    view.shutdown()
+    assert not view._debounce.isActive() and not view.busy
+    view.compute_now()  # a request in flight when the window closes
+    view.shutdown()
+    assert not view.busy
+    qtbot.wait(300)  # the worker's answer, if any, arrives now, and is stale
+    assert view.result is None
+    assert view._runner.dropped + (view.status_label.text() == "Computing…") >= 1
+
+
+def test_the_dock_can_be_narrow(view):
+    """A 1280 × 720 window must not grow to fit the dock (issue 14): small minimum size."""
+    hint = view.minimumSizeHint()
+    assert hint.width() <= 360 and hint.height() <= 540

@@ -1,0 +1,327 @@
+"""The model view's state, without Qt: which model and sentence, the newest result, the head.
+
+A :class:`ModelSession` holds what the user asked for (model folder, sentence, optional
+second sentence, strategy), the newest :class:`~attn_explorer.models.ModelAttention`,
+the selected (layer, head) and whether raw scores or softmax weights are shown. Views
+subscribe to :class:`ModelSessionEvents` and read everything else from the session.
+
+The work itself is a plain function, :func:`compute_attention`, safe to call from a
+worker thread: it reads only its :class:`AttentionRequest` and the thread-safe
+:class:`ModelCache`, never the session. Layers and heads count from 0 here, as Python
+does; every sentence meant for a person counts them from 1 ("layer 2 · head 3").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from attn_explorer.colormaps import value_range
+from attn_explorer.compute import LOOP_BUDGET, STRATEGIES, Cancelled, estimate_loop_seconds
+from attn_explorer.models.bert import BertModel, ModelAttention, TakenHead, load_model
+from attn_explorer.state.events import Event
+
+#: (layer, head), counted from 0.
+Head = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class AttentionRequest:
+    """One sentence (and an optional second one) for the model in ``folder``."""
+
+    folder: str
+    text: str
+    pair: str | None = None
+    strategy: str = "batched"
+
+
+@dataclass(frozen=True)
+class RequestFailed:
+    """The answer to a request that could not be run: one sentence for the status line."""
+
+    message: str
+
+
+class ModelCache:
+    """Loaded models by folder, shared between the GUI thread and the worker."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._models: dict[str, BertModel] = {}
+
+    def get(self, folder: str) -> BertModel:
+        """The model in ``folder``, loaded on first use (``ModelError`` for a bad folder)."""
+        with self._lock:
+            if folder not in self._models:
+                self._models[folder] = load_model(folder)
+            return self._models[folder]
+
+
+def _never_stop() -> bool:
+    return False
+
+
+def compute_attention(
+    cache: ModelCache,
+    request: AttentionRequest,
+    should_stop: Callable[[], bool] = _never_stop,
+) -> ModelAttention:
+    """Load (or reuse) the model and run the sentence; the loop strategy is guarded by its ETA.
+
+    The loop is refused with a ``ValueError`` when its estimate for all layers is over
+    ``LOOP_BUDGET.result``. Raises ``Cancelled`` when ``should_stop()`` turns true
+    after the model is loaded (a newer request superseded this one).
+    """
+    model = cache.get(request.folder)
+    if should_stop():
+        raise Cancelled()
+    if request.strategy == "loop":
+        config = model.config
+        length = len(model.encode(request.text, request.pair).tokens)
+        shape = (1, config.num_attention_heads, length, config.head_size)  # (B, H, T, d_head)
+        eta = estimate_loop_seconds(shape, shape) * config.num_hidden_layers
+        if eta > LOOP_BUDGET.result:
+            raise ValueError(
+                f"The loop strategy would take about {eta:.0f} s for {length} tokens; "
+                "use matmul or batched, or a shorter sentence."
+            )
+    return model.attention(request.text, request.pair, strategy=request.strategy)
+
+
+def answer(
+    cache: ModelCache, request: AttentionRequest, should_stop: Callable[[], bool] = _never_stop
+) -> ModelAttention | RequestFailed:
+    """:func:`compute_attention`, with every failure turned into a message (never raised).
+
+    Only ``Cancelled`` passes through, so the worker can drop a superseded request.
+    """
+    try:
+        return compute_attention(cache, request, should_stop)
+    except Cancelled:
+        raise
+    except Exception as exc:  # a bad folder, bad text, the loop budget, a broken file...
+        return RequestFailed(str(exc) or type(exc).__name__)
+
+
+@dataclass(frozen=True)
+class ShownValues:
+    """What the heatmaps colour: (L, H, T, T) values, their colour scale and its label.
+
+    ``colormap`` names an entry of :data:`attn_explorer.colormaps.COLORMAPS`.
+    """
+
+    values: np.ndarray
+    levels: tuple[float, float]
+    colormap: str
+    label: str
+
+
+def shown_values(result: ModelAttention, scores: bool) -> ShownValues:
+    """Softmax weights (sequential, 0 → 1) or raw Q·Kᵀ scores (diverging, symmetric about 0).
+
+    The scores' range is shared by every head, so colours compare across the grid.
+    """
+    if scores:
+        bound = value_range(result.scores, diverging=True)
+        return ShownValues(result.scores, bound, "diverging", "raw score Q·Kᵀ")
+    return ShownValues(result.weights, (0.0, 1.0), "sequential", "softmax weight")
+
+
+def head_name(layer: int, head: int) -> str:
+    """``layer 2 · head 3`` for (1, 2): layers and heads are shown from 1."""
+    return f"layer {layer + 1} · head {head + 1}"
+
+
+class ModelSessionEvents:
+    """The model session's events, one per kind of change.
+
+    - ``request()``: the folder, sentence, second sentence or strategy changed
+    - ``result()``: a new result replaced the old one
+    - ``selection(layer, head)``: another head is selected
+    - ``values()``: raw scores ↔ softmax weights
+    - ``message(text, level)``: a line for the status, ``level`` ``"info"`` or ``"error"``
+    """
+
+    def __init__(self) -> None:
+        self.request = Event()
+        self.result = Event()
+        self.selection = Event()
+        self.values = Event()
+        self.message = Event()
+
+
+class ModelSession:
+    """The model view's single source of truth: the request, the newest result, the head."""
+
+    def __init__(self, cache: ModelCache | None = None) -> None:
+        self.events = ModelSessionEvents()
+        self.cache = cache if cache is not None else ModelCache()
+        self._folder: str | None = None
+        self._text = ""
+        self._pair = ""
+        self._strategy = "batched"
+        self._result: ModelAttention | None = None
+        self._selected: Head = (0, 0)
+        self._show_scores = False
+        self._shown: ShownValues | None = None  # shown_values() of the result, computed once
+
+    # -- the request ---------------------------------------------------------------------
+
+    @property
+    def folder(self) -> str | None:
+        """The chosen model's folder, or None."""
+        return self._folder
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @property
+    def pair(self) -> str:
+        """The optional second sentence ('' for none)."""
+        return self._pair
+
+    @property
+    def strategy(self) -> str:
+        return self._strategy
+
+    def set_folder(self, folder: str | None) -> None:
+        self._set_request_field("_folder", folder or None)
+
+    def set_text(self, text: str) -> None:
+        self._set_request_field("_text", text)
+
+    def set_pair(self, pair: str) -> None:
+        self._set_request_field("_pair", pair)
+
+    def set_strategy(self, strategy: str) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}.")
+        self._set_request_field("_strategy", strategy)
+
+    def _set_request_field(self, name: str, value: str | None) -> None:
+        if getattr(self, name) != value:
+            setattr(self, name, value)
+            self.events.request.emit()
+
+    def request(self) -> AttentionRequest:
+        """The current request; ``ValueError`` with the user's next step when it is incomplete."""
+        if self._folder is None:
+            raise ValueError("Choose a model first (or open a model folder).")
+        if not self._text.strip():
+            raise ValueError("The sentence is empty: type some words.")
+        return AttentionRequest(self._folder, self._text, self._pair or None, self._strategy)
+
+    def start(self) -> AttentionRequest | None:
+        """The request to run now, announced as "Computing…"; None (and why) when incomplete."""
+        try:
+            request = self.request()
+        except ValueError as exc:
+            self.events.message.emit(str(exc), "error")
+            return None
+        self.events.message.emit("Computing…", "info")
+        return request
+
+    def run(
+        self, request: AttentionRequest, should_stop: Callable[[], bool] = _never_stop
+    ) -> ModelAttention | RequestFailed:
+        """Answer ``request`` (any thread): the attention, or why there is none."""
+        return answer(self.cache, request, should_stop)
+
+    def accept(self, outcome: ModelAttention | RequestFailed) -> None:
+        """Take a request's outcome: a new result, or its failure for the status line.
+
+        A failure keeps the previous result on screen.
+        """
+        if isinstance(outcome, RequestFailed):
+            self.events.message.emit(outcome.message, "error")
+            return
+        self._result = outcome
+        self._shown = None
+        n_layers, n_heads = outcome.weights.shape[:2]
+        layer, head = self._selected
+        self._selected = (min(layer, n_layers - 1), min(head, n_heads - 1))
+        self.events.result.emit()
+        self.events.message.emit(self.status(), "info")
+
+    # -- the result ----------------------------------------------------------------------
+
+    @property
+    def result(self) -> ModelAttention | None:
+        """The newest computed attention, or None."""
+        return self._result
+
+    @property
+    def selected_head(self) -> Head:
+        """(layer, head) shown enlarged and taken into the explorer."""
+        return self._selected
+
+    def select_head(self, layer: int, head: int) -> bool:
+        """Select (layer, head) of the result; False (and nothing changes) when there is none."""
+        if self._result is None:
+            return False
+        n_layers, n_heads = self._result.weights.shape[:2]
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            return False
+        self._selected = (layer, head)
+        self.events.selection.emit(layer, head)
+        return True
+
+    @property
+    def show_scores(self) -> bool:
+        """True: raw Q·Kᵀ scores are shown; False: softmax weights."""
+        return self._show_scores
+
+    def set_show_scores(self, show: bool) -> None:
+        if show != self._show_scores:
+            self._show_scores = show
+            self._shown = None
+            self.events.values.emit()
+
+    def shown(self) -> ShownValues:
+        """The values the heatmaps show now, with their colour scale (needs a result)."""
+        if self._result is None:
+            raise ValueError("No result yet: type a sentence first.")
+        if self._shown is None:
+            self._shown = shown_values(self._result, self._show_scores)
+        return self._shown
+
+    def status(self) -> str:
+        """One line about the result: model, tokens, layers × heads, strategy, truncation."""
+        result = self._result
+        if result is None:
+            return ""
+        n_layers, n_heads = result.weights.shape[:2]
+        return (
+            f"{result.model_name}: {len(result.tokens)} tokens, {n_layers} layers "
+            f"× {n_heads} heads ({result.strategy}). {result.notice}"
+        ).strip()
+
+    def describe(self, layer: int, head: int, i: int, j: int) -> str:
+        """The hover read-out of query i, key j in (layer, head); '' outside the result."""
+        if self._result is None:
+            return ""
+        shown = self.shown()
+        n_layers, n_heads, length = shown.values.shape[:3]
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            return ""
+        if not (0 <= i < length and 0 <= j < length):
+            return ""
+        tokens = self._result.tokens
+        return (
+            f"{head_name(layer, head)}: query {tokens[i]!r} (i={i + 1}) → "
+            f"key {tokens[j]!r} (j={j + 1}): {shown.label} {shown.values[layer, head, i, j]:.4f}"
+        )
+
+    def take_head(self) -> TakenHead | None:
+        """The selected head as the explorer takes it (see ``ModelAttention.head``), or None.
+
+        None comes with a message saying there is nothing to take yet.
+        """
+        if self._result is None:
+            self.events.message.emit("Nothing to take yet: type a sentence first.", "error")
+            return None
+        return self._result.head(*self._selected)
