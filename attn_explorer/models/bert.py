@@ -9,6 +9,9 @@
 Each layer's per-head Q, K, V, scores and weights are kept, so the model view
 can show them and any head can be taken into the explorer. Everything is
 float32: the weights are float32 views of the memory-mapped file.
+
+One job at ~480 lines: the forward pass and what it records for the explorer; the
+layers, the tokenizer, the weights file and the configuration have their own modules.
 """
 
 from __future__ import annotations

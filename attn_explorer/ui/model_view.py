@@ -9,34 +9,27 @@ enlarged heatmap of the selected head with the tokens on its axes, a summaries t
 and a button that hands the selected head to the explorer through ``headTaken``.
 Before the first result a placeholder says what to do; errors go to the status line.
 
-One job, one dock: everything here draws the model session. The module is long only
-because of the dock's private widgets (a token axis that thins its labels, and a
-scrolling thumbnail grid with labels that stay in view); no other view uses them.
+One job at ~460 lines: the dock's controls and their wiring to the session; its
+drawing pieces (token axis, heatmap item, thumbnail grid) are in :mod:`.model_grid`.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pyqtgraph as pg
-from pyqtgraph.GraphicsScene.mouseEvents import HoverEvent, MouseClickEvent
-from PySide6.QtCore import QRectF, QSignalBlocker, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QCloseEvent, QColor, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
-    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
-    QScrollArea,
     QSizePolicy,
     QSplitter,
     QStackedWidget,
@@ -50,6 +43,7 @@ from attn_explorer.colormaps import lut
 from attn_explorer.compute import STRATEGIES
 from attn_explorer.models import SUMMARY_NAMES, ModelAttention, find_models
 from attn_explorer.models.session import Head, ModelSession, head_name
+from attn_explorer.ui.model_grid import TEXT_RGB, HeatmapItem, ThumbnailGrid, TokenAxis, color_map
 from attn_explorer.ui.workers import LatestRunner
 
 #: Pause after the last key stroke (or pick) before the model runs: typing never queues
@@ -57,22 +51,8 @@ from attn_explorer.ui.workers import LatestRunner
 DEBOUNCE_MS = 300
 #: How long ``shutdown`` waits for a forward pass that is already running.
 SHUTDOWN_WAIT_S = 5.0
-#: Thumbnail side in pixels: cells grow to fill the grid's area within these bounds; when
-#: even the smallest do not fit, the grid scrolls.
-MIN_CELL_PX, MAX_CELL_PX = 28, 160
-#: Gap between thumbnails, the width of the "layer n" column and the height of the
-#: "head n" row, in pixels.
-CELL_GAP_PX, ROW_LABEL_PX, HEAD_LABEL_PX = 4, 56, 30
-#: Below this cell width the column label breaks into "head" over "n", in a smaller font.
-ONE_LINE_HEAD_PX = 56
 #: Narrower than this, the grid goes above the enlarged head instead of beside it.
 SIDE_BY_SIDE_PX = 640
-#: Longer tokens are cut on the enlarged head's axes (the hover read-out has them whole).
-MAX_TOKEN_CHARS = 14
-#: Plot text on the white plot background, and the frame of the selected thumbnail.
-TEXT_RGB = (40, 40, 40)
-SELECTION_PEN = pg.mkPen((0, 0, 0), width=3)
-
 PLACEHOLDER = (
     "<p><b>No attention to show yet.</b></p>"
     "<ol><li>Choose a model above, or <i>Open model folder…</i></li>"
@@ -80,280 +60,6 @@ PLACEHOLDER = (
     "<p>A grid of every layer × head appears here. Click a head to enlarge it "
     "and read its tokens; hover a cell for its value.</p>"
 )
-
-
-def _color_map(name: str) -> pg.ColorMap:
-    """The :mod:`attn_explorer.colormaps` table ``name`` as a pyqtgraph ColorMap."""
-    table = lut(name)  # (256, 3) uint8
-    return pg.ColorMap(np.linspace(0.0, 1.0, len(table)), table)
-
-
-def _short(token: str) -> str:
-    return token if len(token) <= MAX_TOKEN_CHARS else token[: MAX_TOKEN_CHARS - 1] + "…"
-
-
-TextSpec = tuple[QRectF, object, str]  # (rectangle, alignment flags, text), as pyqtgraph draws
-
-
-class _TokenAxis(pg.AxisItem):
-    """Token names at cell centres, thinned at draw time so that no two labels overlap.
-
-    Every token stays in the tick list; only every k-th label is drawn, k the smallest
-    step at which neighbours clear each other. The bottom axis writes its labels upright
-    (reading upwards), so a long token costs height rather than hiding its neighbours.
-    """
-
-    GAP_PX = 3
-
-    def __init__(self, orientation: str) -> None:
-        super().__init__(orientation)
-        self._upright = orientation == "bottom"
-        self.setTextPen(TEXT_RGB)
-        self.setPen(TEXT_RGB)
-
-    def set_tokens(self, tokens: list[str]) -> None:
-        """Tick every token (cell centres i + 0.5); long tokens are cut to ``MAX_TOKEN_CHARS``."""
-        self.setTicks([[(i + 0.5, _short(token)) for i, token in enumerate(tokens)]])
-        if self._upright:  # as tall as the longest label, plus tick and axis title
-            metrics = QFontMetrics(self.style["tickFont"] or self.font())
-            longest = max((metrics.horizontalAdvance(_short(t)) for t in tokens), default=0)
-            title = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
-            self.setHeight(int(longest + self._text_offset() + title + 2))
-
-    def _text_offset(self) -> int:
-        return max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
-
-    def generateDrawSpecs(self, p: QPainter) -> tuple[object, list, list[TextSpec]] | None:
-        specs = super().generateDrawSpecs(p)
-        if specs is None:
-            return None
-        axis_spec, tick_specs, text_specs = specs
-        if self._upright:
-            text_specs = self._upright_specs(p)
-        return axis_spec, tick_specs, self._thin(text_specs)
-
-    def _upright_specs(self, p: QPainter) -> list[TextSpec]:
-        # Where pyqtgraph puts a bottom tick: value v at x = v * scale - offset (its
-        # generateDrawSpecs), but every label is kept, even one wider than its cell.
-        if not self._tickLevels or self.range[1] == self.range[0]:
-            return []
-        bounds = self.mapRectFromParent(self.geometry())
-        scale = bounds.width() / (self.range[1] - self.range[0])
-        low, high = sorted(v * scale - self.range[0] * scale for v in self.range)
-        top = bounds.top() + self._text_offset()
-        metrics = p.fontMetrics()
-        specs: list[TextSpec] = []
-        for value, text in self._tickLevels[0]:
-            x = value * scale - self.range[0] * scale
-            if low <= x <= high:
-                width, height = metrics.horizontalAdvance(text), metrics.height()
-                specs.append((QRectF(x - height / 2, top, height, width), None, text))
-        return specs
-
-    def _thin(self, specs: list[TextSpec]) -> list[TextSpec]:
-        if len(specs) < 2:
-            return specs
-        along_x = self.orientation in ("bottom", "top")
-        centres = [r.center().x() if along_x else r.center().y() for r, _, _ in specs]
-        extent = max(r.width() if along_x else r.height() for r, _, _ in specs)
-        pitch = min(abs(b - a) for a, b in itertools.pairwise(centres)) or 1.0
-        step = max(1, math.ceil((extent + self.GAP_PX) / pitch))
-        return specs[::step]
-
-    def drawPicture(
-        self, p: QPainter, axisSpec: object, tickSpecs: list, textSpecs: list[TextSpec]
-    ) -> None:
-        if not self._upright:
-            super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
-            return
-        super().drawPicture(p, axisSpec, tickSpecs, [])
-        p.setPen(self.textPen())
-        flags = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        for rect, _, text in textSpecs:
-            p.save()
-            p.translate(rect.center().x(), rect.top())
-            p.rotate(-90)  # local +x points up the screen: each label ends at the axis
-            p.drawText(QRectF(-rect.height(), -rect.width() / 2, rect.height(), rect.width()),
-                       flags, text)  # fmt: skip
-            p.restore()
-
-
-class _HeatmapItem(pg.ImageItem):
-    """An attention heatmap that reports a left click and the hovered (query i, key j).
-
-    ``head`` is the (layer, head) it shows, or None for the enlarged head, whose
-    (layer, head) is whatever is selected.
-    """
-
-    def __init__(
-        self,
-        head: Head | None,
-        clicked: Callable[[Head], None],
-        hovered: Callable[[Head | None, tuple[int, int] | None], None],
-    ) -> None:
-        super().__init__(axisOrder="row-major")  # image[i, j]: row = query i, column = key j
-        self.head = head
-        self._clicked, self._hovered = clicked, hovered
-        self.setAcceptHoverEvents(True)
-
-    def mouseClickEvent(self, ev: MouseClickEvent) -> None:
-        if ev.button() == Qt.MouseButton.LeftButton and self.head is not None:
-            ev.accept()
-            self._clicked(self.head)
-
-    def hoverEvent(self, ev: HoverEvent) -> None:
-        if ev.isExit() or self.image is None:
-            self._hovered(self.head, None)
-            return
-        pos = ev.pos()
-        self._hovered(self.head, (int(np.floor(pos.y())), int(np.floor(pos.x()))))
-
-
-class _GridHeader(QWidget):
-    """The "head n" row or the "layer n" column of the thumbnail grid: it stays in view.
-
-    Painted in the scroll area's margin and shifted with the thumbnails as they scroll;
-    the selected head's row and column are bold.
-    """
-
-    def __init__(self, grid: _ThumbnailGrid, columns: bool) -> None:
-        super().__init__(grid)
-        self._grid, self._columns = grid, columns
-
-    def texts(self) -> list[str]:
-        """The labels, from 1: "head n" (over two lines in narrow cells) or "layer n"."""
-        grid = self._grid
-        if grid.shape is None:
-            return []
-        if not self._columns:
-            return [f"layer {layer + 1}" for layer in range(grid.shape[0])]
-        gap = " " if grid.cell >= ONE_LINE_HEAD_PX else "\n"
-        return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
-
-    def paintEvent(self, event: QPaintEvent) -> None:
-        grid = self._grid
-        p = QPainter(self)
-        p.fillRect(self.rect(), QColor("white"))
-        p.setPen(QColor(*TEXT_RGB))
-        cell, pitch = grid.cell, grid.cell + CELL_GAP_PX
-        origin = grid.canvas.pos()  # in the viewport: moves as the grid scrolls
-        selected = grid.selected[1] if self._columns else grid.selected[0]
-        font = self.font()
-        if self._columns and cell < ONE_LINE_HEAD_PX:
-            font.setPointSizeF(font.pointSizeF() * 0.85)
-        for index, text in enumerate(self.texts()):
-            font.setBold(index == selected)
-            p.setFont(font)
-            if self._columns:
-                rect = QRectF(origin.x() + index * pitch - 2, 0, cell + 4, self.height() - 2)
-                align = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom
-            else:
-                rect = QRectF(0, origin.y() + index * pitch, self.width() - 6, cell)
-                align = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-            p.drawText(rect, int(align), text)
-        p.end()
-
-
-class _ThumbnailGrid(QScrollArea):
-    """Layers × heads thumbnails, square, in rows "layer n" and columns "head n".
-
-    The cells grow to fill the visible area (between ``MIN_CELL_PX`` and
-    ``MAX_CELL_PX``); when even the smallest cells do not fit, the grid scrolls under
-    its row and column labels, which stay in view.
-    """
-
-    def __init__(
-        self,
-        clicked: Callable[[Head], None],
-        hovered: Callable[[Head | None, tuple[int, int] | None], None],
-    ) -> None:
-        super().__init__()
-        self._clicked, self._hovered = clicked, hovered
-        self.canvas = pg.GraphicsLayoutWidget()
-        self.canvas.setBackground("w")
-        self.canvas.ci.layout.setContentsMargins(0, 0, 0, 0)
-        self.canvas.ci.layout.setSpacing(CELL_GAP_PX)
-        self.setWidget(self.canvas)
-        self.setWidgetResizable(False)
-        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)  # by its labels
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setStyleSheet("QScrollArea { background: white; }")  # one surface with the canvas
-        self.setViewportMargins(ROW_LABEL_PX, HEAD_LABEL_PX, 0, 0)
-        self.setMinimumSize(2 * MIN_CELL_PX + ROW_LABEL_PX, 2 * MIN_CELL_PX + HEAD_LABEL_PX)
-        self._head_header = _GridHeader(self, columns=True)
-        self._layer_header = _GridHeader(self, columns=False)
-        for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
-            bar.valueChanged.connect(self._update_headers)
-        self.thumbnails: dict[Head, tuple[pg.ViewBox, _HeatmapItem]] = {}
-        self.shape: tuple[int, int] | None = None
-        self.selected: Head = (0, 0)
-        self.cell = MIN_CELL_PX
-
-    def build(self, n_layers: int, n_heads: int) -> None:
-        """One thumbnail per (layer, head); nothing is rebuilt when the shape is the same."""
-        if (n_layers, n_heads) == self.shape:
-            return
-        self.canvas.clear()
-        self.thumbnails.clear()  # in place: the view's tests read this dict
-        for layer in range(n_layers):
-            for head in range(n_heads):
-                box = self.canvas.addViewBox(row=layer, col=head)
-                box.invertY(True)
-                box.setMouseEnabled(False, False)
-                box.setMenuEnabled(False)
-                item = _HeatmapItem((layer, head), self._clicked, self._hovered)
-                box.addItem(item)
-                self.thumbnails[(layer, head)] = (box, item)
-        self.shape = (n_layers, n_heads)
-        self._fit()
-
-    def set_images(
-        self, values: np.ndarray, levels: tuple[float, float], table: np.ndarray
-    ) -> None:
-        """Show ``values`` (L, H, T, T) on the colour scale ``levels`` through ``table``."""
-        for (layer, head), (box, item) in self.thumbnails.items():
-            item.setImage(values[layer, head], levels=levels, lut=table, autoLevels=False)
-            box.setRange(xRange=(0, values.shape[-1]), yRange=(0, values.shape[-2]), padding=0)
-
-    def set_selected(self, selected: Head) -> None:
-        """Frame the thumbnail of ``selected`` (layer, head), embolden its labels, show it."""
-        self.selected = selected
-        for where, (box, _) in self.thumbnails.items():
-            box.setBorder(SELECTION_PEN if where == selected else None)
-        layer, head = selected
-        pitch = self.cell + CELL_GAP_PX
-        half = self.cell // 2
-        self.ensureVisible(head * pitch + half, layer * pitch + half, half + 2, half + 2)
-        self._update_headers()
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        area = self.viewport().geometry()
-        self._head_header.setGeometry(area.left(), area.top() - HEAD_LABEL_PX,
-                                      area.width(), HEAD_LABEL_PX)  # fmt: skip
-        self._layer_header.setGeometry(area.left() - ROW_LABEL_PX, area.top(),
-                                       ROW_LABEL_PX, area.height())  # fmt: skip
-        self._fit()
-
-    def _update_headers(self, *_: object) -> None:
-        self._head_header.update()
-        self._layer_header.update()
-
-    def _fit(self) -> None:
-        if self.shape is None:
-            return
-        n_layers, n_heads = self.shape
-        area = self.maximumViewportSize()  # without scroll bars and label margins
-        across = (area.width() + CELL_GAP_PX) / n_heads - CELL_GAP_PX
-        down = (area.height() + CELL_GAP_PX) / n_layers - CELL_GAP_PX
-        # As large as fits both ways; the smallest cells scroll when even they do not fit.
-        self.cell = cell = int(min(max(min(across, down), MIN_CELL_PX), MAX_CELL_PX))
-        for box, _ in self.thumbnails.values():
-            box.setFixedWidth(cell)
-            box.setFixedHeight(cell)
-        pitch = cell + CELL_GAP_PX
-        self.canvas.setFixedSize(n_heads * pitch - CELL_GAP_PX, n_layers * pitch - CELL_GAP_PX)
-        self._update_headers()
 
 
 class ModelView(QWidget):
@@ -374,7 +80,7 @@ class ModelView(QWidget):
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
-        self._color_maps = {name: _color_map(name) for name in ("sequential", "diverging")}
+        self._color_maps = {name: color_map(name) for name in ("sequential", "diverging")}
         self._build_inputs()
         self._build_views()
         self._build_layout()
@@ -414,9 +120,9 @@ class ModelView(QWidget):
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setMargin(24)
 
-        self.grid = _ThumbnailGrid(self._on_head_clicked, self._on_heatmap_hovered)
+        self.grid = ThumbnailGrid(self._on_head_clicked, self._on_heatmap_hovered)
 
-        left, bottom = _TokenAxis("left"), _TokenAxis("bottom")
+        left, bottom = TokenAxis("left"), TokenAxis("bottom")
         self.detail = pg.PlotWidget(axisItems={"left": left, "bottom": bottom})
         self.detail.setBackground("w")
         self.detail.setMinimumSize(280, 180)  # token axes and colour bar stay whole
@@ -428,7 +134,7 @@ class ModelView(QWidget):
         box.setMouseEnabled(False, False)
         left.setLabel("query i")
         bottom.setLabel("key j")
-        self._detail_image = _HeatmapItem(None, self._on_head_clicked, self._on_heatmap_hovered)
+        self._detail_image = HeatmapItem(None, self._on_head_clicked, self._on_heatmap_hovered)
         self._detail_plot.addItem(self._detail_image)
         self._colorbar = pg.ColorBarItem(
             values=(0, 1),
@@ -551,7 +257,7 @@ class ModelView(QWidget):
         return self._debounce.isActive() or self._runner.is_busy()
 
     @property
-    def _thumbnails(self) -> dict[Head, tuple[pg.ViewBox, _HeatmapItem]]:
+    def _thumbnails(self) -> dict[Head, tuple[pg.ViewBox, HeatmapItem]]:
         return self.grid.thumbnails
 
     def current_folder(self) -> str | None:
@@ -701,7 +407,7 @@ class ModelView(QWidget):
         tokens = result.tokens
         for name in ("left", "bottom"):
             axis = self._detail_plot.getAxis(name)
-            if isinstance(axis, _TokenAxis):
+            if isinstance(axis, TokenAxis):
                 axis.set_tokens(tokens)
         self._refresh_images()
         self._refresh_summaries()

@@ -1,0 +1,119 @@
+"""The code-health rules of issue 16, checked: one definition per fact, modules with one job,
+a README module map that matches the tree, and mypy over every package."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "attn_explorer"
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
+#: A module longer than this says in its docstring why it is one job ("One job at …").
+MAX_LINES = 450
+
+#: Facts the app states in one place only (issue 16's list).
+ONE_DEFINITION = (
+    "STAGE_NAMES",
+    "STAGE_NOTES",
+    "STRATEGY_TIPS",
+    "STRATEGY_SUMMARIES",
+    "STRATEGIES",
+    "EXPORT_FORMATS",
+    "LOOP_BUDGET",
+    "LIMITS",
+    "WORKED_QK",
+    "HIGHLIGHT_TARGETS",
+    "format_seconds",
+    "format_number",
+    "display_number",
+    "colormap_for",
+    "to_rgb",
+    "lut",
+    "stage_range",
+    "write_atomic",
+    "default_filename",
+)
+
+
+def _definitions(path: Path) -> set[str]:
+    """Names a module defines at its top level or in a class (functions, classes, constants)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign) and node in tree.body:
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and node in tree.body
+            and isinstance(node.target, ast.Name)
+        ):
+            names.add(node.target.id)
+    return names
+
+
+@pytest.mark.parametrize("name", ONE_DEFINITION)
+def test_each_shared_fact_is_defined_once(name):
+    where = [p.relative_to(ROOT).as_posix() for p in MODULES if name in _definitions(p)]
+    assert len(where) == 1, f"{name} is defined in {where}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_a_long_module_says_why_it_is_one_job(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    if lines <= MAX_LINES:
+        return
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    assert "One job" in docstring, f"{path.name}: {lines} lines; split it or say why it is one job"
+
+
+def test_no_two_modules_share_a_name_across_layers():
+    """``ui/stepper.py`` beside ``state/stepper.py`` broke the one-minute rule."""
+    names: dict[str, list[str]] = {}
+    for path in MODULES:
+        names.setdefault(path.stem, []).append(path.relative_to(PACKAGE).as_posix())
+    allowed = {"cli", "files", "session"}  # each says its layer: models.cli, state.files, ...
+    clashes = {n: p for n, p in names.items() if len(p) > 1 and n not in allowed}
+    assert not clashes, clashes
+
+
+def test_readme_module_map_names_every_module():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## How it is built", 1)[1]
+    listed = set(re.findall(r"`([\w/]+\.py)`", section))
+    actual = {p.relative_to(PACKAGE).as_posix() for p in MODULES}
+    assert actual - listed == set(), f"modules missing from the README's map: {actual - listed}"
+    assert listed - actual == set(), (
+        f"the README's map names modules that do not exist: {listed - actual}"
+    )
+
+
+def test_type_ignores_say_why():
+    for path in MODULES:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "type: ignore" in line:
+                previous = path.read_text(encoding="utf-8").splitlines()[n - 2]
+                reason = line.split("type: ignore", 1)[1].split("]", 1)[-1].strip()
+                assert reason.startswith("#") or previous.strip().startswith("#"), (
+                    f"{path.name}:{n}: a type: ignore without a reason"
+                )
+
+
+def test_mypy_passes_over_every_package():
+    pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]')")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "attn_explorer"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
