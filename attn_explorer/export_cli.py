@@ -75,17 +75,6 @@ def parse_heads(text: str) -> str | list[int]:
     return heads
 
 
-def _use_offscreen_if_headless() -> None:
-    import os
-
-    if os.environ.get("QT_QPA_PLATFORM"):
-        return
-    if sys.platform.startswith("linux") and not (
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    ):
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
-
-
 def _session(args: argparse.Namespace) -> Session:
     from attn_explorer.state.io import SessionFileError, load_session
     from attn_explorer.state.presets import preset
@@ -177,7 +166,9 @@ def _export(argv: Sequence[str]) -> list[Path]:
         return _model_export(args)
     heads = parse_heads(args.heads)
     session = _session(args)  # a bad file is refused before Qt is loaded
-    _use_offscreen_if_headless()
+    from attn_explorer.ui.app import use_offscreen_if_headless
+
+    use_offscreen_if_headless()
     from attn_explorer.state.io import ExportError
     from attn_explorer.ui.render import export_heatmaps
 

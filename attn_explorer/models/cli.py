@@ -3,31 +3,27 @@
 ``run_model_export(folder, text, out_dir, fmt)`` loads the model, runs the sentence
 and writes ``out_dir/<name>.npz`` (every array plus ``tokens``) or
 ``out_dir/<name>.png`` (the model view: a layers × heads montage of attention
-heatmaps). The PNG is drawn with Qt's QImage/QPainter, imported only inside the
-PNG path, so this module and the rest of ``attn_explorer.models`` stay free of Qt.
+heatmaps, a :class:`~attn_explorer.state.figure.Figure` painted by the same
+:mod:`attn_explorer.ui.render` as every heatmap export). Qt is imported only inside
+the PNG path, so this module and the rest of ``attn_explorer.models`` stay free of Qt.
 Both are written atomically (``state.files.write_atomic``): a failed write, on a
 full disk say, leaves the previous file as it was.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attn_explorer.colormaps import to_rgb
 from attn_explorer.models.bert import ModelAttention, load_model
 from attn_explorer.models.errors import check_text
 from attn_explorer.models.session import shown_values
+from attn_explorer.state.export import DEFAULT_WIDTH
+from attn_explorer.state.figure import Figure, Panel
 from attn_explorer.state.files import write_atomic, write_atomic_with
-
-if TYPE_CHECKING:  # for annotations only: Qt is imported inside the PNG path
-    from PySide6.QtCore import QCoreApplication
-    from PySide6.QtGui import QImage
 
 FORMATS = ("npz", "png")
 
@@ -71,103 +67,38 @@ def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | No
     return write_atomic_with(path, lambda stream: np.savez(stream, allow_pickle=False, **arrays))
 
 
-def png_bytes(image: QImage) -> bytes:
-    """A QImage encoded as PNG in memory (written to disk by the caller, atomically)."""
-    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
-    from PySide6.QtGui import QImageWriter
+def montage_figure(result: ModelAttention, values: str = "weights") -> Figure:
+    """The model view as a figure: rows of panels = layers, columns = heads, one heatmap each.
 
-    data = QByteArray()
-    buffer = QBuffer(data)
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    # QImageWriter rather than QImage.save: the same encoder, and a format argument
-    # whose type the PySide6 stubs and the binding agree on.
-    if not QImageWriter(buffer, QByteArray(b"PNG")).write(image):
-        raise ValueError("Qt could not encode the PNG (the image may be too large).")
-    buffer.close()
-    return bytes(data.data())
-
-
-def _ensure_gui_application() -> QCoreApplication:
-    """The running Qt application, or a new one (offscreen unless a platform is already set).
-
-    A QApplication (a QGuiApplication that also allows widgets), so that the GUI
-    or a test started later in the same process can still open windows.
+    Each heatmap has rows = query token i and columns = key token j; ``values`` is
+    ``"weights"`` (viridis, 0 → 1) or ``"scores"`` (raw Q·Kᵀ, diverging about 0 over
+    the range of every head). Painted by :func:`attn_explorer.ui.render.render_png`,
+    like every exported heatmap.
     """
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance()
-    if app is None:
-        app = QApplication([])
-    return app
-
-
-def render_montage(result: ModelAttention, values: str = "weights") -> QImage:
-    """The model view as a QImage: rows = layers, columns = heads, one heatmap per head.
-
-    Each heatmap has rows = query token i and columns = key token j. ``values``
-    is ``"weights"`` (viridis, 0 → 1) or ``"scores"`` (raw Q·Kᵀ, blue–white–red
-    centred at 0, symmetric range over all heads).
-    """
-    _app = _ensure_gui_application()
-    from PySide6.QtCore import QRect, Qt
-    from PySide6.QtGui import QColor, QFont, QImage, QPainter
-
     shown = shown_values(result, scores=values == "scores")  # the model view's colours
-    data, (low, high), label = shown.values, shown.levels, shown.label
-    n_layers, n_heads, length = data.shape[0], data.shape[1], data.shape[-1]
-    cell = int(np.clip(4 * length, 64, 160))
-    gap, left, top, bar = 8, 70, 90, 90
-    width = left + n_heads * (cell + gap) + bar
-    height = top + n_layers * (cell + gap) + 40
-    image = QImage(width, height, QImage.Format.Format_RGB32)
-    image.fill(QColor("white"))
-    painter = QPainter(image)
-    try:
-        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
-        font = QFont()
-        font.setPixelSize(12)
-        painter.setFont(font)
-        painter.setPen(QColor("black"))
-        title = f"{result.model_name}: {label}, rows = query i, columns = key j"
-        painter.drawText(QRect(8, 6, width - 16, 18), Qt.AlignmentFlag.AlignLeft, title)
-        tokens = " ".join(result.tokens)
-        if result.truncated:
-            tokens = "[truncated] " + tokens
-        painter.drawText(
-            QRect(8, 26, width - 16, 36),
-            Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap,
-            tokens,
-        )
-        for head in range(n_heads):
-            x = left + head * (cell + gap)
-            painter.drawText(
-                QRect(x, top - 20, cell, 16), Qt.AlignmentFlag.AlignCenter, f"head {head + 1}"
-            )
-        rgb = to_rgb(data, shown.colormap, low, high)  # (L, H, T, T, 3)
-        for layer in range(n_layers):
-            y = top + layer * (cell + gap)
-            painter.drawText(
-                QRect(4, y, left - 12, cell), Qt.AlignmentFlag.AlignVCenter, f"layer {layer + 1}"
-            )
-            for head in range(n_heads):
-                tile = np.ascontiguousarray(rgb[layer, head])  # (T, T, 3): row = query i
-                heat = QImage(tile.data, length, length, 3 * length, QImage.Format.Format_RGB888)
-                target = QRect(left + head * (cell + gap), y, cell, cell)
-                painter.drawImage(target, heat.copy())
-        # colour bar with its range, top = high
-        bar_x, bar_h = width - bar + 16, n_layers * (cell + gap) - gap
-        ramp = to_rgb(np.linspace(high, low, 256), shown.colormap, low, high)  # (256, 3)
-        ramp = np.ascontiguousarray(np.repeat(ramp[:, None], 12, axis=1))  # (256, 12, 3)
-        ramp_image = QImage(ramp.data, 12, 256, 36, QImage.Format.Format_RGB888).copy()
-        painter.drawImage(QRect(bar_x, top, 16, bar_h), ramp_image)
-        painter.drawText(bar_x + 20, top + 10, f"{high:.3g}")
-        painter.drawText(bar_x + 20, top + bar_h, f"{low:.3g}")
-        if values == "scores":
-            painter.drawText(bar_x + 20, top + bar_h // 2 + 4, "0")
-    finally:
-        painter.end()
-    return image
+    low, high = shown.levels
+    n_layers, n_heads = shown.values.shape[:2]
+    panels = [
+        Panel("", np.asarray(shown.values[layer, head], dtype=np.float64), low, high)
+        for layer in range(n_layers)
+        for head in range(n_heads)
+    ]
+    tokens = " ".join(result.tokens)
+    return Figure(
+        title=f"{result.model_name} · {shown.label} · rows = query i, columns = key j",
+        stage="weights" if values == "weights" else "scores",
+        colormap=shown.colormap,
+        row_labels=list(result.tokens),
+        col_labels=list(result.tokens),
+        x_label="key j",
+        panels=panels,
+        shared_scale=True,
+        columns=n_heads,
+        token_labels=False,
+        row_titles=tuple(f"layer {layer + 1}" for layer in range(n_layers)),
+        column_titles=tuple(f"head {head + 1}" for head in range(n_heads)),
+        subtitle=("[truncated] " if result.truncated else "") + tokens,
+    )
 
 
 def run_model_export(
@@ -179,6 +110,7 @@ def run_model_export(
     *,
     strategy: str = "batched",
     values: str = "weights",
+    width: int = DEFAULT_WIDTH,
 ) -> list[Path]:
     """Run ``text`` (and ``text_pair``) through the model in ``folder`` and write ``fmt`` files.
 
@@ -200,4 +132,6 @@ def run_model_export(
     path = out / f"{export_name(result)}.{fmt}"
     if fmt == "npz":
         return [write_npz(result, path, text, text_pair)]
-    return [write_atomic(path, png_bytes(render_montage(result, values)))]
+    from attn_explorer.ui.render import render_png  # Qt only on the PNG path
+
+    return [write_atomic(path, render_png(montage_figure(result, values), width))]

@@ -42,6 +42,14 @@ class Figure:
     panels: list[Panel]
     shared_scale: bool
     columns: int
+    #: Token names beside and under every panel, with the axis names (off for a montage of
+    #: many small panels, where the rows and columns of panels have titles instead).
+    token_labels: bool = True
+    #: Titles of the rows and the columns of panels (a layers × heads montage), or none.
+    row_titles: tuple[str, ...] = ()
+    column_titles: tuple[str, ...] = ()
+    #: A second line under the title (a model montage's tokens).
+    subtitle: str = ""
 
     @property
     def masked(self) -> bool:

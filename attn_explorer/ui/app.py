@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
+
+
+def use_offscreen_if_headless() -> None:
+    """Draw offscreen when Linux has no display (exports, the self-test), unless told otherwise."""
+    if os.environ.get("QT_QPA_PLATFORM"):
+        return
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
 
 def qt_application() -> QApplication:

@@ -15,13 +15,17 @@ paint it. The window and the command line call :func:`export_heatmaps`, which
 joins the Qt-free plan of :mod:`attn_explorer.state.export` (which files, which
 heads, CSV and NPZ) with this painting. Every failure is an :class:`ExportError`
 whose message says what to do; the session is never changed.
+
+One job at ~500 lines: laying out and painting a figure, for one head, a montage of
+heads or a model's layers × heads; what a figure shows is Qt-free in
+:mod:`attn_explorer.state.figure`, and which files an export writes in
+:mod:`attn_explorer.state.export`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -34,12 +38,13 @@ from PySide6.QtGui import (
     QFont,
     QFontDatabase,
     QFontMetricsF,
-    QGuiApplication,
     QImage,
+    QImageWriter,
     QPaintDevice,
     QPainter,
 )
 from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QApplication
 
 from attn_explorer.colormaps import lut, to_rgb
 from attn_explorer.state.export import (
@@ -50,28 +55,21 @@ from attn_explorer.state.export import (
 )
 from attn_explorer.state.figure import Figure, Panel
 from attn_explorer.state.session import Session
+from attn_explorer.ui.app import qt_application, use_offscreen_if_headless
 
 PNG_DPI = 300
 SVG_DPI = 96
 MASKED_GREY = (200, 200, 200)  # what colormaps.to_rgb gives −inf (masked) cells
-_app: QGuiApplication | None = None
 
 
-def ensure_gui_app() -> QGuiApplication:
-    """The running QGuiApplication, or a new one (offscreen when there is no display)."""
-    global _app
-    app = QGuiApplication.instance()
-    if app is None:
-        headless = sys.platform.startswith("linux") and not (
-            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-        )
-        if headless and not os.environ.get("QT_QPA_PLATFORM"):
-            os.environ["QT_QPA_PLATFORM"] = "offscreen"
-        _app = QGuiApplication(["attn-explorer"])
-        return _app
-    if not isinstance(app, QGuiApplication):
-        raise RuntimeError("rendering needs a QGuiApplication, but a QCoreApplication is running")
-    return app
+def ensure_gui_app() -> QApplication:
+    """The running QApplication, or a new one (offscreen when there is no display).
+
+    A QApplication rather than a bare QGuiApplication, so that windows can still
+    open later in the same process (the window exports through here too).
+    """
+    use_offscreen_if_headless()
+    return qt_application()
 
 
 def _tick(value: float) -> str:
@@ -106,47 +104,60 @@ def layout_figure(figure: Figure, width: int) -> Layout:
     ensure_gui_app()
     em = min(64.0, max(9.0, width / 64))
     label_metrics = QFontMetricsF(_font(em * 0.85))
+    labels = figure.token_labels
     max_label = em * 8
     # +2 px so text measured at fractional width is never elided when drawn
-    row_w = min(max_label, max(label_metrics.horizontalAdvance(s) for s in figure.row_labels)) + 2
-    col_w = min(max_label, max(label_metrics.horizontalAdvance(s) for s in figure.col_labels)) + 2
+    row_w = min(max_label, max(map(label_metrics.horizontalAdvance, figure.row_labels))) + 2
+    col_w = min(max_label, max(map(label_metrics.horizontalAdvance, figure.col_labels))) + 2
+    if not labels:
+        row_w = col_w = 0.0
     ticks = [_tick(v) for p in figure.panels for v in (p.low, p.high, 0.0)]
     tick_w = max(label_metrics.horizontalAdvance(s) for s in ticks) + 2
     bar_w = em * 0.9 + em * 0.9 + em * 0.4 + tick_w + em * 2.0  # gap, bar, ticks, stage name
     pad = em
+    gap = em if labels else em * 0.4  # between panels
+    header_metrics = QFontMetricsF(_font(em, bold=True))
+    header_w = (
+        max(map(header_metrics.horizontalAdvance, figure.row_titles)) + em * 0.6
+        if figure.row_titles
+        else 0.0
+    )
     columns = figure.columns
     rows_of_panels = math.ceil(len(figure.panels) / columns)
     shared_bar = bar_w if figure.shared_scale else 0.0
-    panel_w = (width - 2 * pad - shared_bar - (columns - 1) * em) / columns
-    left = em * 1.5 + row_w + em * 0.4  # "query i", row labels, gap
+    panel_w = (width - 2 * pad - header_w - shared_bar - (columns - 1) * gap) / columns
+    left = em * 1.5 + row_w + em * 0.4 if labels else 0.0  # "query i", row labels, gap
     right = 0.0 if figure.shared_scale else bar_w
     n_rows, n_cols = figure.panels[0].values.shape
     available = max(1.0, panel_w - left - right)
     cell = min(available / n_cols, available * 1.5 / n_rows)
     if cell >= 2:
         cell = math.floor(cell)  # whole pixels: crisp squares
-    rotate = col_w > cell * 0.95
+    rotate = labels and col_w > cell * 0.95
     spacing = em * 0.85 * 1.25
     stride_cols = max(1, math.ceil(spacing / cell)) if rotate else 1
     stride_rows = max(1, math.ceil(spacing / cell))
-    col_h = (col_w if rotate else em * 0.85) + em * 0.5
+    col_h = (col_w if rotate else em * 0.85) + em * 0.5 if labels else 0.0
     grid_w, grid_h = cell * n_cols, cell * n_rows
-    body_h = max(grid_h, em * 6)
-    panel_h = em * 1.6 + body_h + col_h + em * 1.5
-    top = pad + em * 2.0
+    body_h = max(grid_h, em * 6) if labels else grid_h
+    title_h = em * 1.6 if any(p.title for p in figure.panels) else 0.0
+    panel_h = title_h + body_h + col_h + (em * 1.5 if labels else 0.0)
+    top = pad + em * 2.0 + (em * 1.6 if figure.subtitle else 0.0)
+    top += em * 1.6 if figure.column_titles else 0.0
     grids, bars = [], []
     for index in range(len(figure.panels)):
         r, c = divmod(index, columns)
-        x0 = pad + c * (panel_w + em)
-        y0 = top + r * (panel_h + em)
-        grid = QRectF(round(x0 + left), round(y0 + em * 1.6), grid_w, grid_h)
+        x0 = pad + header_w + c * (panel_w + gap)
+        y0 = top + r * (panel_h + gap)
+        grid = QRectF(round(x0 + left), round(y0 + title_h), grid_w, grid_h)
         grids.append(grid)
         if not figure.shared_scale:
             bars.append(QRectF(grid.right() + em * 0.9, grid.top(), em * 0.9, body_h))
-    bottom = top + rows_of_panels * panel_h + (rows_of_panels - 1) * em
+    bottom = top + rows_of_panels * panel_h + (rows_of_panels - 1) * gap
     if figure.shared_scale:
         x = width - pad - bar_w + em * 0.9 if len(figure.panels) > 1 else grids[0].right() + em
-        bars.append(QRectF(x, grids[0].top(), em * 0.9, body_h))
+        span = max(body_h, grids[-1].bottom() - grids[0].top())  # every row of panels
+        bars.append(QRectF(x, grids[0].top(), em * 0.9, span))
     footer = em * 1.6 if figure.masked else 0.0
     height = math.ceil(bottom + footer + pad)
     return Layout(
@@ -250,17 +261,50 @@ def paint_figure(painter: QPainter, figure: Figure, layout: Layout, vector: bool
         Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
         figure.title,
     )
+    if figure.subtitle:
+        painter.setFont(_font(em * 0.85))
+        _text(
+            painter,
+            QRectF(em, em * 2.0, layout.width - 2 * em, em * 1.4),
+            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+            figure.subtitle,
+        )
+    _paint_panel_titles(painter, figure, layout)
     for index, panel in enumerate(figure.panels):
         grid = layout.grids[index]
         _paint_cells(painter, figure, panel, grid, layout, vector)
-        _paint_token_labels(painter, figure, grid, layout)
-        _paint_axis_names(painter, figure, grid, layout)
+        if figure.token_labels:
+            _paint_token_labels(painter, figure, grid, layout)
+            _paint_axis_names(painter, figure, grid, layout)
         if not figure.shared_scale:
             _draw_bar(painter, figure, layout.bars[index], panel, em)
     if figure.shared_scale:
         _draw_bar(painter, figure, layout.bars[0], figure.panels[0], em)
     if figure.masked:
         _paint_mask_legend(painter, layout)
+
+
+def _paint_panel_titles(painter: QPainter, figure: Figure, layout: Layout) -> None:
+    """A montage's row titles (left of each row of panels) and column titles (above)."""
+    em = layout.em
+    painter.setPen(QColor(0, 0, 0))
+    painter.setFont(_font(em, bold=True))
+    for r, title in enumerate(figure.row_titles):
+        grid = layout.grids[r * figure.columns]
+        _text(
+            painter,
+            QRectF(em, grid.top(), grid.left() - em * 1.3, grid.height()),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            title,
+        )
+    for c, title in enumerate(figure.column_titles):
+        grid = layout.grids[c]
+        _text(
+            painter,
+            QRectF(grid.left(), grid.top() - em * 1.5, grid.width(), em * 1.4),
+            Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignVCenter,
+            title,
+        )
 
 
 def _paint_cells(
@@ -273,13 +317,14 @@ def _paint_cells(
     painter.setPen(QColor(0, 0, 0))
     painter.setBrush(Qt.BrushStyle.NoBrush)
     painter.drawRect(grid)
-    painter.setFont(_font(em, bold=True))
-    _text(
-        painter,
-        QRectF(grid.left(), grid.top() - em * 1.6, max(grid.width(), em * 6), em * 1.4),
-        Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-        panel.title,
-    )
+    if panel.title:
+        painter.setFont(_font(em, bold=True))
+        _text(
+            painter,
+            QRectF(grid.left(), grid.top() - em * 1.6, max(grid.width(), em * 6), em * 1.4),
+            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+            panel.title,
+        )
 
 
 def _paint_token_labels(painter: QPainter, figure: Figure, grid: QRectF, layout: Layout) -> None:
@@ -386,8 +431,9 @@ def render_png(figure: Figure, width: int = 1600) -> bytes:
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    # PySide6's stub types the format as bytes, but the binding accepts only str.
-    if not image.save(buffer, "PNG"):  # type: ignore[call-overload]
+    # QImageWriter rather than QImage.save: the same encoder, and a format argument whose
+    # type PySide6's stubs and its binding agree on.
+    if not QImageWriter(buffer, QByteArray(b"PNG")).write(image):
         raise RuntimeError("Qt could not encode the PNG")
     buffer.close()
     return bytes(data.data())

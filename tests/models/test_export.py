@@ -5,7 +5,8 @@ import pytest
 
 from attn_explorer.colormaps import lut, to_rgb
 from attn_explorer.models import load_model
-from attn_explorer.models.cli import run_model_export
+from attn_explorer.models.cli import montage_figure, run_model_export
+from attn_explorer.ui.render import layout_figure
 
 
 def test_npz_holds_every_array_and_the_tokens(tiny_model_dir, tmp_path):
@@ -35,7 +36,10 @@ def test_png_is_a_layers_by_heads_montage(tiny_model_dir, tmp_path, values):
     # the first heatmap's top-left pixel is weight[0, 0, 0, 0] in the colour map: viridis
     # from 0 to 1 for weights, blue-white-red over ±(largest |score|) for raw scores
     result = load_model(tiny_model_dir).attention("the cat sat on the mat")
-    color = image.pixelColor(70 + 2, 90 + 2)
+    layout = layout_figure(montage_figure(result, values), image.width())
+    assert image.height() == layout.height and len(layout.grids) == 2 * 2  # layers × heads
+    first = layout.grids[0]  # layer 1, head 1
+    color = image.pixelColor(int(first.left()) + 2, int(first.top()) + 2)
     if values == "weights":
         expected = to_rgb(result.weights[0, 0, :1, 0], "sequential", 0, 1)[0]
     else:
@@ -70,6 +74,11 @@ def test_png_colour_bar_spans_the_range(tiny_model_dir, tmp_path, values):
     (path,) = run_model_export(tiny_model_dir, "the cat sat", tmp_path, "png", values=values)
     image = QImage(str(path))
     name = "sequential" if values == "weights" else "diverging"
-    bar_x = image.width() - 90 + 16 + 8  # render_montage: bar column, middle of the bar
-    top = image.pixelColor(bar_x, 90)  # render_montage: the bar starts at top = 90
+    result = load_model(tiny_model_dir).attention("the cat sat")
+    layout = layout_figure(montage_figure(result, values), image.width())
+    bar = layout.bars[0]
+    assert bar.bottom() >= layout.grids[-1].bottom()  # the bar spans every layer
+    bottom = image.pixelColor(int(bar.center().x()), int(bar.bottom()) - 1)
+    assert (bottom.red(), bottom.green(), bottom.blue()) == tuple(int(c) for c in lut(name)[0])
+    top = image.pixelColor(int(bar.center().x()), int(bar.top()) + 1)
     assert (top.red(), top.green(), top.blue()) == tuple(int(c) for c in lut(name)[-1])
