@@ -57,18 +57,27 @@ class TokenizerConfig:
     model_max_length: int | None = None
 
 
-def _read_json(path: Path, what: str) -> dict:
-    """The JSON object in ``path``; ModelError naming the file for anything else."""
+def read_model_text(path: Path, limit: int, what: str) -> str:
+    """A text file of a model folder (UTF-8, a BOM allowed, at most ``limit`` bytes).
+
+    ModelError names the file and says what is wrong: missing, not a regular
+    file, too big, or not UTF-8 text.
+    """
     try:
-        data = read_user_file(path, MAX_CONFIG_BYTES, what)
+        data = read_user_file(path, limit, what)
     except FileRefused as exc:
         if str(exc) == "no such file":
             raise ModelError(f"{path.parent}: no {path.name} ({what}) in this folder.") from None
         raise ModelError(f"{path}: {exc}.") from None
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ModelError(f"{path}: not UTF-8 text (byte {exc.start}); is this {what}?") from None
+
+
+def _read_json(path: Path, what: str) -> dict:
+    """The JSON object in ``path``; ModelError naming the file for anything else."""
+    text = read_model_text(path, MAX_CONFIG_BYTES, what)
     try:
         value = parse_json(text)
     except json.JSONDecodeError as exc:

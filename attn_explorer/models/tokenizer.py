@@ -22,9 +22,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from attn_explorer.models.config import TokenizerConfig
+from attn_explorer.models.config import TokenizerConfig, read_model_text
 from attn_explorer.models.errors import ModelError, TextError, check_text
-from attn_explorer.state.files import FileRefused, read_user_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100
@@ -95,17 +94,7 @@ class WordPieceTokenizer:
     @classmethod
     def from_folder(cls, folder: Path, config: TokenizerConfig | None = None) -> WordPieceTokenizer:
         """Read ``folder/vocab.txt``."""
-        path = folder / "vocab.txt"
-        try:
-            data = read_user_file(path, MAX_VOCAB_BYTES, "vocabulary")
-        except FileRefused as exc:
-            if str(exc) == "no such file":
-                raise ModelError(f"{folder}: no vocab.txt (the WordPiece vocabulary).") from None
-            raise ModelError(f"{path}: {exc}.") from None
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise ModelError(f"{path}: not UTF-8 text (byte {exc.start}).") from None
+        text = read_model_text(folder / "vocab.txt", MAX_VOCAB_BYTES, "the WordPiece vocabulary")
         vocab = text.split("\n")
         if vocab and vocab[-1] == "":
             vocab.pop()
