@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QLabel, QMenu, QVBoxLayout, QWidget
 
 from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.state import Session
+from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.results import Results
 from attn_explorer.state.stepper import Frame, Stepper
 
@@ -377,7 +378,8 @@ class HeatmapGrid(QWidget):
         k = tokens[j] if j < len(tokens) else str(j)
         shown = "−∞ (hidden by the mask)" if value == -np.inf else f"{value:.6g}"
         return (
-            f"head {head + 1} · query {q} (i={i + 1}) · key {k} (j={j + 1}) · {self._stage} {shown}"
+            f"head {head + 1} · query {q} (i={i + 1}) · key {k} (j={j + 1}) · "
+            f"{STAGE_NAMES[self._stage]} {shown}"
         )
 
     def _on_mouse_moved(self, pos: QPointF) -> None:

@@ -198,6 +198,8 @@ class ScoreGrid(QWidget):
         self.table.setModel(self.model)
         self.table.setItemDelegate(_OutlineDelegate(self.table))
         self.table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
+        # Read-only: a selection colour would hide the cell's own colour (the stepper outlines).
+        self.table.setSelectionMode(QTableView.SelectionMode.NoSelection)
         # Cells stretch to fill the view but never shrink below readable numbers:
         # a 16×16 grid scrolls rather than eliding "0.…".
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
