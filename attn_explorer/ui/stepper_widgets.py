@@ -24,7 +24,10 @@ from attn_explorer.ui.workers import LatestRunner
 
 RAN_COLOUR = QColor(255, 214, 10, 150)  # the line that just ran
 ALSO_COLOUR = QColor(52, 199, 89, 90)  # a line that completed with it (the store of a cell)
-TIMING_MAX_MACS = 50_000_000  # above this, timing belongs to the timing panel: skip it here
+#: Above this many score cells (B·H·T·T) timing belongs to the timing panel, not here: the
+#: summary times in the background beside the result's own computation, so a big shape
+#: would hold two score tensors at once.
+TIMING_MAX_CELLS = 1_000_000
 
 
 def abbreviate_sum(text: str, keep_first: int = 3, keep_last: int = 2) -> str:
@@ -177,7 +180,7 @@ class StrategySummary(QWidget):
         self.summary_label.setText(summary_text(trace.query.shape, trace.key.shape))
         if not self.measure_times:
             self.timing_label.setText("")
-        elif len(trace) > TIMING_MAX_MACS:
+        elif len(trace) // trace.d > TIMING_MAX_CELLS:
             self.timing_label.setText("measured times: see the timing panel for shapes this big")
         else:
             self._inputs = (np.array(trace.query), np.array(trace.key))  # the worker's own copy

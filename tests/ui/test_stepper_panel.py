@@ -292,6 +292,15 @@ def test_summary_and_measured_times(make_panel, qtbot):
     assert "loop" in panel.timing_label.text() and "batched" in panel.timing_label.text()
 
 
+def test_a_big_shape_is_not_timed_beside_its_own_computation(make_panel, qtbot):
+    """Timing here would hold a second score tensor while the result computes (issue 12)."""
+    panel = make_panel(measure_times=True)
+    panel.session.resize(tokens=1100)  # 1 210 000 score cells
+    assert "see the timing panel" in panel.timing_label.text()
+    qtbot.wait(400)  # past the summary's delay: nothing was started
+    assert not panel.summary._runner.is_busy()
+
+
 def test_export_calls_the_callback(make_panel, qtbot):
     panel = make_panel()
     calls = []
