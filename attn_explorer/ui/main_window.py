@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
@@ -55,6 +55,7 @@ from attn_explorer.ui.text import message_box
 from attn_explorer.ui.toolbar import OptionsBar, StrategyToggle
 
 if TYPE_CHECKING:
+    from attn_explorer.models.bert import TakenHead
     from attn_explorer.ui.heatmaps import HeatmapGrid
     from attn_explorer.ui.model_view import ModelView
     from attn_explorer.ui.timing_panel import TimingPanel
@@ -338,7 +339,7 @@ class MainWindow(QMainWindow):
         """Load a preset as an untitled document (lessons and tests; the menu asks first)."""
         return self.files.load_preset(name, confirm=confirm, **kwargs)
 
-    def take_model_head(self, head: dict[str, Any]) -> bool:
+    def take_model_head(self, head: TakenHead) -> bool:
         """Load one real head's Q, K, V (each (T, d_head)) into the tables; undoable, untitled."""
         try:
             tokens = [str(t) for t in head["tokens"]]
