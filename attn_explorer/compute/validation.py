@@ -163,19 +163,27 @@ def check_finite(name: str, array: np.ndarray) -> None:
         )
 
 
-def check_values(name: str, array: np.ndarray, limit: float = MAX_ABS_VALUE) -> None:
-    """Raise naming the first NaN, ±inf or entry larger in magnitude than ``limit``.
+def first_bad_value(array: np.ndarray, limit: float = MAX_ABS_VALUE) -> tuple[int, ...] | None:
+    """The index of the first NaN, ±inf or entry larger in magnitude than ``limit``; None if none.
 
     Two reductions (min and max, which propagate NaN) and no temporary array when
     every value is fine; the offending entry is only searched for on failure.
     """
     if array.size == 0:
-        return
+        return None
     low, high = float(array.min()), float(array.max())
     if -limit <= low and high <= limit:  # False for NaN and ±inf
+        return None
+    bad = ~np.isfinite(array) | (np.abs(array) > limit)
+    return tuple(int(x) for x in np.argwhere(bad)[0])
+
+
+def check_values(name: str, array: np.ndarray, limit: float = MAX_ABS_VALUE) -> None:
+    """Raise naming the first NaN, ±inf or entry larger in magnitude than ``limit``."""
+    bad = first_bad_value(array, limit)
+    if bad is None:
         return
     check_finite(name, array)
-    bad = tuple(int(x) for x in np.argwhere(np.abs(array) > limit)[0])
     raise ValueError(
         f"{name}: entry {list(bad)} is {float(array[bad])!r}, over the limit of "
         f"±{limit:g} (MAX_ABS_VALUE): larger values overflow the scores; use smaller numbers."

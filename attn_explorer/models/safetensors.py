@@ -23,11 +23,12 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from attn_explorer.models.errors import ModelError
-from attn_explorer.state.files import FileRefused, open_regular_file
+from attn_explorer.state.files import FileRefused, open_regular_file, write_atomic_with
 
 #: Raw little-endian dtype of each safetensors dtype name.
 DTYPES: dict[str, np.dtype] = {
@@ -259,10 +260,11 @@ def save_safetensors(
         offset += len(blob)
     encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
     encoded += b" " * (-len(encoded) % 8)
-    out = Path(path)
-    with open(out, "wb") as handle:
+
+    def write(handle: BinaryIO) -> None:
         handle.write(len(encoded).to_bytes(8, "little"))
         handle.write(encoded)
         for blob in blobs:
             handle.write(blob)
-    return out
+
+    return write_atomic_with(Path(path), write)

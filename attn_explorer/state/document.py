@@ -16,9 +16,7 @@ from pathlib import Path
 
 from attn_explorer.state.io import SessionFileError, load_session, save_session
 from attn_explorer.state.session import Session
-from attn_explorer.state.types import Options, Snapshot
-
-UNTITLED = "untitled"
+from attn_explorer.state.types import UNTITLED, Options, Snapshot
 
 
 class Document:
@@ -31,10 +29,6 @@ class Document:
     def path(self) -> str | None:
         """The file the session was opened from or saved to; None while untitled."""
         return self.session.path
-
-    @property
-    def untitled(self) -> bool:
-        return self.session.path is None
 
     @property
     def name(self) -> str:
@@ -56,11 +50,13 @@ class Document:
         if not self.session.load(loaded.snapshot, loaded.options, f"open {Path(path).name}"):
             return False
         self.session.name = loaded.name or Path(path).stem
-        self.session.path = str(path)
+        # Absolute: recent files and the next start must find it from any folder.
+        self.session.path = os.path.abspath(path)
         self.session.mark_saved()
         self.session.clear_history()  # the file is the new starting point
         self.session.events.document.emit()
-        self.session.report(f"Opened {path}", "info")
+        repaired = f" ({'; '.join(loaded.notes)})" if loaded.notes else ""
+        self.session.report(f"Opened {path}{repaired}", "info")
         return True
 
     def save_to(self, path: str | os.PathLike[str]) -> bool:
@@ -73,7 +69,7 @@ class Document:
             self.session.name = previous
             self.session.report(f"Could not save: {exc}")
             return False
-        self.session.path = str(path)
+        self.session.path = os.path.abspath(path)
         self.session.mark_saved()
         self.session.events.document.emit()
         self.session.report(f"Saved {path}", "info")

@@ -30,6 +30,7 @@ import numpy as np
 
 from attn_explorer.colormaps import COLORMAPS
 from attn_explorer.compute import MAX_ABS_VALUE
+from attn_explorer.compute.validation import first_bad_value
 from attn_explorer.state.export import (
     ExportError,
     column_labels,
@@ -54,7 +55,7 @@ from attn_explorer.state.files import (
 )
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import Session
-from attn_explorer.state.types import MATRICES, Options, Snapshot
+from attn_explorer.state.types import MATRICES, Options, Snapshot, cell_label, out_of_range
 
 __all__ = [  # the file and export helpers are re-exported: callers import them from here
     "MAX_NAME_CHARS",
@@ -177,10 +178,10 @@ def save_session(session: Session, path: str | os.PathLike[str]) -> Path:
     Nothing is written that :func:`load_session` would refuse: a token over
     :data:`MAX_TOKEN_CHARS` or a file over :data:`MAX_SESSION_BYTES` is an error
     (the size is bounded from the shape before the text is built). Does not
-    mark the session saved: the caller does ``session.mark_saved(path)``.
+    mark the session saved: :class:`~attn_explorer.state.document.Document` does.
     """
-    b, h, t, d = session.shape
-    values = 3 * b * h * t * d
+    b = session.shape[0]
+    values = session.value_count
     if 2 * values > MAX_SESSION_BYTES:  # every number takes at least 2 bytes ("0,")
         raise SessionFileError(
             f"could not save {path}: {values:,} values do not fit the session-file limit of "
@@ -189,12 +190,11 @@ def save_session(session: Session, path: str | os.PathLike[str]) -> Path:
         )
     for name in MATRICES:
         array = session.matrix(name)
-        # min and max: no temporary array (np.abs would copy up to 512 MB)
-        if array.max() > MAX_ABS_VALUE or array.min() < -MAX_ABS_VALUE:
-            where = [int(i) for i in np.argwhere(np.abs(array) > MAX_ABS_VALUE)[0]]
+        bad = first_bad_value(array)  # min and max: no temporary array when all is well
+        if bad is not None:
+            where = cell_label(name, bad, session.tokens, b)
             raise SessionFileError(
-                f"could not save {path}: {name}{where} is {float(array[tuple(where)])!r}, over "
-                f"the limit of ±{MAX_ABS_VALUE:g}"
+                f"could not save {path}: {where}: {out_of_range(float(array[bad]))}"
             )
     for index, token in enumerate(session.tokens):
         if len(token) > MAX_TOKEN_CHARS:

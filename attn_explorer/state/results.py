@@ -42,6 +42,16 @@ INTERACTIVE_CELLS = 64 * 64 * 8
 AGREEMENT_TOLERANCE = 1e-3
 
 
+def runs_at_once(
+    shape: tuple[int, ...], used: str, loop_seconds: float, budget: LoopBudget
+) -> bool:
+    """Quick enough to compute on the spot, within a frame of the edit (``shape`` is B, H, T, d)."""
+    b, h, t, _ = shape
+    return b * h * t * t <= INTERACTIVE_CELLS and (
+        used != "loop" or loop_seconds < budget.interactive
+    )
+
+
 @dataclass(frozen=True)
 class ComputeRequest:
     """Frozen inputs of one attention run, owned by whoever runs it (a worker may)."""
@@ -60,10 +70,7 @@ class ComputeRequest:
     @property
     def interactive(self) -> bool:
         """Quick enough to compute on the spot, within a frame of the edit."""
-        b, h, t, _ = self.query.shape
-        return b * h * t * t <= INTERACTIVE_CELLS and (
-            self.used != "loop" or self.loop_seconds < self.budget.interactive
-        )
+        return runs_at_once(self.query.shape, self.used, self.loop_seconds, self.budget)
 
     @property
     def checks_agreement(self) -> bool:
@@ -155,6 +162,13 @@ class Results:
         return self._error
 
     # -- computing -----------------------------------------------------------------------
+    def interactive_now(self) -> bool:
+        """Would the current numbers compute at once? (Decided from sizes: nothing is copied.)"""
+        shape = self.session.shape
+        strategy = self.session.options.strategy
+        used = self.budget.strategy_for(strategy, shape, shape)
+        return runs_at_once(shape, used, estimate_loop_seconds(shape, shape), self.budget)
+
     def request(self) -> ComputeRequest:
         """The current numbers and options, frozen for one run (copies a worker may own)."""
         s = self.session

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from attn_explorer.compute import AttentionResult
-from attn_explorer.compute.validation import check_limits, check_score_elements
+from attn_explorer.compute.validation import check_limits, check_score_elements, first_bad_value
 from attn_explorer.state.events import SessionEvents
 from attn_explorer.state.history import History
 from attn_explorer.state.presets import worked_example
@@ -27,8 +27,11 @@ from attn_explorer.state.results import Results
 from attn_explorer.state.types import (
     MATRICES,
     MATRIX_LETTER,
+    UNTITLED,
     Options,
     Snapshot,
+    cell_label,
+    out_of_range,
     parse_number,
 )
 
@@ -45,7 +48,7 @@ class Session:
         self._key = np.array(snap.key, dtype=np.float64)
         self._value = np.array(snap.value, dtype=np.float64)
         self.options = options or (preset.options if snapshot is None else Options())
-        self.name = "untitled"
+        self.name = UNTITLED
         self.path: str | None = None
         self._dirty = False
         #: Increments on every change of numbers, shape or options that affect results.
@@ -64,6 +67,11 @@ class Session:
         """(B, H, T, d) of the query, key and value tensors."""
         b, h, t, d = self._query.shape
         return b, h, t, d
+
+    @property
+    def value_count(self) -> int:
+        """Numbers the user owns: every entry of Q, K and V (what a session file holds)."""
+        return 3 * self._query.size
 
     def matrix(self, name: str) -> np.ndarray:
         """The full (B, H, T, d) tensor of ``"query"``, ``"key"`` or ``"value"``, read-only."""
@@ -94,9 +102,8 @@ class Session:
     def dirty(self) -> bool:
         return self._dirty
 
-    def mark_saved(self, path: str | None = None) -> None:
-        if path is not None:
-            self.path = path
+    def mark_saved(self) -> None:
+        """Nothing is unsaved any more (which file it is in is the Document's business)."""
         self._set_dirty(False)
 
     def _set_dirty(self, dirty: bool) -> None:
@@ -155,10 +162,10 @@ class Session:
         return {"query": self._query, "key": self._key, "value": self._value}[name]
 
     def cell_name(self, matrix: str, token: int, dim: int, head: int | None = None) -> str:
-        """How the user sees a cell: ``Q[t2, d1] (head 1)``."""
+        """How the user sees a cell: ``Q[t2, d1] (head 1)`` (see :func:`cell_label`)."""
         h = self.options.head if head is None else head
-        name = self._tokens[token] if 0 <= token < len(self._tokens) else f"row {token + 1}"
-        return f"{MATRIX_LETTER[matrix]}[{name}, d{dim + 1}] (head {h + 1})"
+        index = (self.options.batch_index, h, token, dim)
+        return cell_label(matrix, index, self._tokens, self.shape[0])
 
     def set_cell_text(
         self,
@@ -233,20 +240,12 @@ class Session:
                 "dimensions first, or paste at another cell"
             )
             return False
-        if not np.isfinite(values).all():
-            r, c = (int(x) for x in np.argwhere(~np.isfinite(values))[0])
+        bad = first_bad_value(values)
+        if bad is not None:
+            r, c = bad
             self.report(
-                f"{self.cell_name(matrix, token + r, dim + c, h)}: {values[r, c]} is not a finite "
-                "number; kept the old values"
-            )
-            return False
-        from attn_explorer.compute.validation import MAX_ABS_VALUE
-
-        if np.abs(values).max() > MAX_ABS_VALUE:  # larger values overflow the scores
-            r, c = (int(x) for x in np.argwhere(np.abs(values) > MAX_ABS_VALUE)[0])
-            self.report(
-                f"{self.cell_name(matrix, token + r, dim + c, h)}: {float(values[r, c])!r} is "
-                f"over the limit of ±{MAX_ABS_VALUE:g}; kept the old values"
+                f"{cell_label(matrix, (b, h, token + r, dim + c), self._tokens, n_batch)}: "
+                f"{out_of_range(float(values[r, c]))}; kept the old values"
             )
             return False
         region = (b, h, slice(token, token + rows), slice(dim, dim + cols))
@@ -314,17 +313,11 @@ class Session:
             self.report(f"{text}: {len(new.tokens)} token names for T = {t} rows")
             return False
         for name, array in (("query", new.query), ("key", new.key), ("value", new.value)):
-            if not np.isfinite(array).all():
-                where = [int(x) for x in np.argwhere(~np.isfinite(array))[0]]
-                self.report(f"{text}: {name}{where} is not a finite number; kept the current table")
-                return False
-            from attn_explorer.compute.validation import MAX_ABS_VALUE
-
-            if array.size and max(array.max(), -array.min()) > MAX_ABS_VALUE:  # no temporary
-                where = [int(x) for x in np.argwhere(np.abs(array) > MAX_ABS_VALUE)[0]]
+            bad = first_bad_value(array)
+            if bad is not None:
+                where = cell_label(name, bad, new.tokens, b)
                 self.report(
-                    f"{text}: {name}{where} is {float(array[tuple(where)])!r}, over the limit of "
-                    f"±{MAX_ABS_VALUE:g}; kept the current table"
+                    f"{text}: {where}: {out_of_range(float(array[bad]))}; kept the current table"
                 )
                 return False
         old = self.snapshot()

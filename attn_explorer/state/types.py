@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from attn_explorer.colormaps import COLORMAPS
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES
+from attn_explorer.compute.validation import MAX_ABS_VALUE
 
+#: The name of a session that has no file (New, a preset, a lesson, a model head).
+UNTITLED = "untitled"
 MATRICES = ("query", "key", "value")
 MATRIX_LETTER = {"query": "Q", "key": "K", "value": "V"}
 FILL_MODES = ("zero", "random")
@@ -130,6 +134,22 @@ def parse_number(text: str, *, max_abs: float | None = None) -> float:
             f"-{max_abs:g} to {max_abs:g}"
         )
     return value
+
+
+def cell_label(matrix: str, index: Sequence[int], tokens: Sequence[str], batches: int = 1) -> str:
+    """How the user sees a cell of a (B, H, T, d) tensor, numbered from 1:
+    ``Q[t2, d1] (head 1)``, with the batch entry when there is more than one."""
+    b, h, t, d = index
+    token = tokens[t] if 0 <= t < len(tokens) else f"row {t + 1}"
+    where = f"batch {b + 1}, head {h + 1}" if batches > 1 else f"head {h + 1}"
+    return f"{MATRIX_LETTER[matrix]}[{token}, d{d + 1}] ({where})"
+
+
+def out_of_range(value: float) -> str:
+    """Why a value is refused: not finite, or over ``MAX_ABS_VALUE``."""
+    if not math.isfinite(value):
+        return f"{value} is not a finite number"
+    return f"{value!r} is over the limit of ±{MAX_ABS_VALUE:g} (larger values overflow the scores)"
 
 
 def default_tokens(count: int, start: int = 1) -> list[str]:

@@ -52,8 +52,13 @@ def run_app(session_path: str | None = None) -> int:
             print(f"attn-explorer: error: {session_path}: no such file", file=sys.stderr)
             return 2
         errors: list[str] = []
-        window.session.events.message.connect(lambda text, level: errors.append(text))
-        if not window.files.open_path(session_path):
+
+        def remember(text: str, level: str) -> None:
+            if level == "error":
+                errors.append(text)
+
+        window.session.events.message.connect(remember)
+        if window.files.start(session_path) != "opened":
             print(
                 f"attn-explorer: error: {errors[-1] if errors else session_path}", file=sys.stderr
             )

@@ -21,7 +21,14 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.compute import LIMITS
-from attn_explorer.state.export import DEFAULT_WIDTH, EXPORT_FORMATS, ExportError
+from attn_explorer.state.export import (
+    DEFAULT_WIDTH,
+    EXPORT_FORMATS,
+    HEAD_CHOICES,
+    MAX_WIDTH,
+    MIN_WIDTH,
+    ExportError,
+)
 from attn_explorer.state.session import Session
 from attn_explorer.ui.files import last_dir
 from attn_explorer.ui.text import message_box
@@ -30,11 +37,12 @@ if TYPE_CHECKING:
     from attn_explorer.ui.files import FileCommands
 
 #: The export dialog's choices of heads: (label, value for ``export_heatmaps``).
-HEAD_CHOICES = (
-    ("current head", "current"),
-    ("all heads as one montage", "montage"),
-    ("each head as its own file", "all"),
-)
+#: How the export dialog words each of state.export's HEAD_CHOICES.
+HEAD_LABELS = {
+    "current": "current head",
+    "montage": "all heads as one montage",
+    "all": "each head as its own file",
+}
 
 
 def accepted(dialog: QDialog, form: QFormLayout) -> bool:
@@ -105,15 +113,15 @@ def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -
     dialog.setWindowTitle("Export heatmap")
     form = QFormLayout(dialog)
     which = QComboBox()
-    for label, value in HEAD_CHOICES:
-        which.addItem(label, value)
+    for value in HEAD_CHOICES:
+        which.addItem(HEAD_LABELS[value], value)
     if heads is not None:
         which.setCurrentIndex(max(0, which.findData(heads)))
     fmt = QComboBox()
     for name in EXPORT_FORMATS:
         fmt.addItem(name.upper(), name)
     width = QSpinBox()
-    width.setRange(200, 8000)
+    width.setRange(MIN_WIDTH, MAX_WIDTH)
     width.setValue(DEFAULT_WIDTH)
     width.setSuffix(" px")
     form.addRow("heads", which)
@@ -130,6 +138,8 @@ def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -
     )
     if not path:
         return []
+    if not Path(path).suffix:  # a name typed without its extension is a file, not a folder
+        path += f".{ext}"
     errors: list[str] = []
     session.events.message.connect(collect := lambda text, level: errors.append(text))
     try:

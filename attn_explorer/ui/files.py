@@ -68,8 +68,9 @@ def last_dir() -> str:
 
 def remember_recent(path: str | os.PathLike[str]) -> None:
     s = settings()
-    recent = [p for p in recent_files() if p != str(path)]
-    s.setValue("recent", [str(path), *recent][:MAX_RECENT])
+    path = os.path.abspath(path)
+    recent = [p for p in recent_files() if p != path]
+    s.setValue("recent", [path, *recent][:MAX_RECENT])
     s.setValue("last_dir", str(Path(path).parent))
 
 
@@ -85,6 +86,8 @@ class FileCommands(QObject):
         #: Ask Save / Discard / Cancel before unsaved work is replaced (tests switch it off).
         self.ask_before_discard = True
         self._last_error = ""
+        #: Bumped whenever the recovery copy is discarded; a pending autosave checks it.
+        self._recovery_generation = 0
         self.session.events.message.connect(self._remember_error)
         self._autosave_timer = QTimer(self)
         self._autosave_timer.setSingleShot(True)
@@ -206,7 +209,8 @@ class FileCommands(QObject):
         if not files:
             menu.addAction("(no recent sessions)").setEnabled(False)
         for n, path in enumerate(files):
-            menu.addAction(f"&{n + 1} {path}", partial(self.open_recent, path))
+            label = path.replace("&", "&&")  # a & in a path is text, not an accelerator
+            menu.addAction(f"&{n + 1} {label}", partial(self.open_recent, path))
 
     def save_to(self, path: str | os.PathLike[str]) -> bool:
         if not self.document.save_to(path):
@@ -257,8 +261,7 @@ class FileCommands(QObject):
         session = self.session
         if not session.dirty:
             return None
-        b, h, t, d = session.shape
-        if 3 * b * h * t * d > AUTOSAVE_MAX_VALUES:
+        if session.value_count > AUTOSAVE_MAX_VALUES:
             if not final:
                 session.report(
                     "Autosave is off for sessions this large; save with Ctrl+S to keep your work.",
@@ -269,8 +272,12 @@ class FileCommands(QObject):
         path = autosave_path()
         settings().setValue("recovery/path", self.document.path or "")
 
+        generation = self._recovery_generation
+
         def work() -> None:
             with _autosave_lock:
+                if generation != self._recovery_generation:
+                    return  # saved or discarded since: nothing to recover any more
                 try:
                     text = session_json(snapshot_to_dict(snapshot, options, name))
                     write_atomic(path, text.encode("utf-8"))
@@ -285,9 +292,14 @@ class FileCommands(QObject):
         return thread
 
     def discard_recovery(self) -> None:
-        """Remove the autosave: there is nothing unsaved to recover."""
-        with _autosave_lock, contextlib.suppress(OSError):
-            autosave_path().unlink(missing_ok=True)
+        """Remove the autosave: there is nothing unsaved to recover.
+
+        An autosave still on its way (its thread not yet writing) is called off too.
+        """
+        with _autosave_lock:
+            self._recovery_generation += 1
+            with contextlib.suppress(OSError):
+                autosave_path().unlink(missing_ok=True)
 
     def close(self) -> bool:
         """The window is closing: ask about unsaved work; False keeps the window open."""
@@ -303,14 +315,27 @@ class FileCommands(QObject):
         return True
 
     # -- start-up ---------------------------------------------------------------------------------
-    def start(self) -> str:
+    def start(self, session_path: str | os.PathLike[str] | None = None) -> str:
         """Open what the user had: unsaved work recovered after a crash, else the last
         document from disk, else the worked example. Nothing read here can stop the start.
 
-        Returns ``"recovered"``, ``"set aside"`` (an unreadable autosave), ``"reopened"``
-        or ``"default"``.
+        With ``session_path`` (``attn-explorer FILE``, a double-click) that file is
+        opened instead, and unsaved work from a crash is kept beside it, never lost.
+        Returns ``"recovered"``, ``"set aside"`` (an unreadable autosave), ``"reopened"``,
+        ``"default"``, ``"opened"`` or ``"not opened"``.
         """
         path = autosave_path()
+        if session_path is not None:
+            kept = self._keep_recovery(path) if path.exists() or path.is_symlink() else None
+            if not self.open_path(session_path):
+                return "not opened"
+            if kept is not None:  # said after "Opened …", so it is the message that stays
+                self.session.report(
+                    "Unsaved changes from the last time the app did not close cleanly were "
+                    f"kept in {kept}; open that file to get them back.",
+                    "info",
+                )
+            return "opened"
         if path.exists() or path.is_symlink():
             return self._recover(path)
         last = str(settings().value("last_document", "") or "")
@@ -342,6 +367,16 @@ class FileCommands(QObject):
             "info",
         )
         return "recovered"
+
+    def _keep_recovery(self, path: Path) -> Path | None:
+        """Move a crash's unsaved work to a file of its own (None if it cannot be moved)."""
+        kept = path.with_name(f"recovered-unsaved-{time.strftime('%Y%m%d-%H%M%S')}.json")
+        try:
+            os.replace(path, kept)
+        except OSError as exc:
+            self.session.report(f"Unsaved changes from last time could not be kept: {exc}")
+            return None
+        return kept
 
     def _set_aside(self, path: Path, reason: str) -> None:
         stamp = time.strftime("%Y%m%d-%H%M%S")

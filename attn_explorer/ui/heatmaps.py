@@ -136,7 +136,6 @@ class HeatmapGrid(QWidget):
     """A grid of heads (or one enlarged head), a shared or per-head colour bar, hover text."""
 
     cellClicked = Signal(int, int, int)  # head, i, j
-    headActivated = Signal(int)
     exportRequested = Signal(str)  # "current" or "montage"
 
     def __init__(
@@ -393,6 +392,5 @@ class HeatmapGrid(QWidget):
             return
         if event.double():
             self.set_enlarged(None if self.enlarged is not None else cell[0])
-            self.headActivated.emit(cell[0])
         else:
             self.cellClicked.emit(*cell)

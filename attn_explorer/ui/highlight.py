@@ -31,6 +31,7 @@ class Highlighter:
     def __init__(self, window: QWidget, before: Callable[[str], None]) -> None:
         self.window = window
         self.before = before
+        self._serial = 0
 
     def targets(self) -> dict[str, QWidget]:
         """The controls a lesson may point at that exist now, by name."""
@@ -56,13 +57,19 @@ class Highlighter:
     def _frame(self, widget: QWidget, duration_ms: int) -> None:
         widget.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)  # plain QWidgets too
         widget.setProperty("plainStyle", widget.styleSheet())
-        widget.setProperty("lessonHighlight", True)
+        self._serial += 1
+        widget.setProperty("lessonHighlight", self._serial)  # which frame is up, for its timer
         widget.setStyleSheet(FRAME_STYLE.format(cls=type(widget).__name__))
         if duration_ms > 0:
-            QTimer.singleShot(duration_ms, lambda: self._clear(widget))
+            serial = self._serial
+            # The widget as the timer's context: no call after it is gone, and only this
+            # frame is taken down (a newer one on the same widget stays).
+            QTimer.singleShot(duration_ms, widget, lambda: self._clear(widget, serial))
 
     @staticmethod
-    def _clear(widget: QWidget) -> None:
-        if widget.property("lessonHighlight"):
-            widget.setProperty("lessonHighlight", False)
+    def _clear(widget: QWidget, serial: int | None = None) -> None:
+        """Take the frame down (only frame ``serial``, when given)."""
+        shown = widget.property("lessonHighlight")
+        if shown and (serial is None or shown == serial):
+            widget.setProperty("lessonHighlight", 0)
             widget.setStyleSheet(widget.property("plainStyle") or "")

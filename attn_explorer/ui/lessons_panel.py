@@ -256,18 +256,31 @@ class LessonsPanel(QWidget):
             settings().setValue(_key("done", self.runner.lesson.id), False)
             self._move(self.runner.restart)
 
+    def _may_replace(self) -> bool:
+        """A step that puts the lesson's numbers back would replace the session: when that
+        session is a file the user opened or saved and has changes, ask first (Save /
+        Discard / Cancel). Pokes at the lesson's own untitled numbers stay in Undo."""
+        session = self.window_api.session
+        runner = self.runner
+        if runner is None or session.path is None or not session.dirty:
+            return True
+        return not runner.user_changed() or self.window_api.confirm_discard()
+
     def _move(self, how: Callable[[], object]) -> None:
         runner = self.runner
         assert runner is not None
+        if not self._may_replace():
+            return  # the user kept their file's changes; the lesson stays where it was
         problem = ""
         session = self.window_api.session
-        was_clean = not session.dirty
         try:
             how()
         except LessonError as exc:
             problem = f"This step could not be set up: {exc}"
-        if was_clean and session.dirty:
-            session.mark_saved()  # the lesson's own changes are not the user's unsaved work
+        if session.path is None and session.dirty:
+            # Untitled numbers the lesson just set up: nothing of the user's is unsaved
+            # (anything they poked at before is in Edit ▸ Undo).
+            session.mark_saved()
         self._save_progress()
         self.show_step(problem)
         self._fill_list()

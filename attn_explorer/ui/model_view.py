@@ -327,6 +327,9 @@ class ModelView(QWidget):
         self._debounce.stop()
         request = self.session.start()
         if request is None:
+            # Incomplete now (an emptied sentence): an answer to an older request must
+            # not arrive and overwrite the message that says why.
+            self._runner.cancel(quiet=True)
             return
         session, done = self.session, threading.Event()
 

@@ -4,8 +4,8 @@ The rules live in ``state.results`` (which strategy really runs, what is quick
 enough to compute at once, whether the agreement check is affordable); this
 module only decides *where* the work runs: a quick request on the spot, within
 a frame of the edit; a big one debounced into a worker, where the newest edit
-wins. The agreement check of the other strategies always runs in the background,
-after the result has painted.
+wins. The agreement check of the other strategies runs in the background after
+the result has painted, when the loop is affordable on the shape.
 """
 
 from __future__ import annotations
@@ -57,11 +57,10 @@ class Recompute(QObject):
         """Recompute soon if the result is out of date: quick ones now, big ones debounced."""
         if self.results.up_to_date:
             return
-        request = self.results.request()
-        if request.interactive:
-            self.run(request)
+        if self.results.interactive_now():
+            self.run()
         else:
-            self._debounce.start()
+            self._debounce.start()  # Q, K, V are copied once, when it runs
 
     def run(self, request: ComputeRequest | None = None) -> None:
         """Compute the current result: here if it is quick, else in the worker."""

@@ -427,7 +427,11 @@ def render_image(figure: Figure, width: int = 1600) -> QImage:
 
 def render_png(figure: Figure, width: int = 1600) -> bytes:
     """PNG bytes of the figure ``width`` pixels wide (300 dpi metadata)."""
-    image = render_image(figure, width)
+    return png_bytes(render_image(figure, width))
+
+
+def png_bytes(image: QImage) -> bytes:
+    """``image`` encoded as PNG in memory (a file is then written atomically)."""
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)

@@ -48,7 +48,8 @@ class Readout(QWidget):
 
     A QLabel asks its window to lay out again on every ``setText``; at 60 steps/s
     that relayout, not the painting, is what costs. A Readout has a fixed height
-    of ``lines`` lines, wraps words within it and shows the full text as tooltip.
+    of ``lines`` lines and wraps words within it; where a text can be longer, the
+    panel puts all of it in the tooltip.
     """
 
     def __init__(self, lines: int = 1, font: QFont | None = None, parent: QWidget | None = None):
@@ -88,9 +89,21 @@ _WRAP = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop | Qt.TextFlag
 
 
 def save_widget_png(widget: QWidget, path: str) -> None:
-    """Grab ``widget`` as it is on screen and write it to ``path`` as PNG (OSError on failure)."""
-    if not widget.grab().save(path, "PNG"):
-        raise OSError(f"could not write the PNG image {path!r}")
+    """Grab ``widget`` as it is on screen and write it to ``path`` as PNG (OSError on failure).
+
+    Written atomically, like every file the app writes: a failure leaves any old file.
+    """
+    from attn_explorer.state.files import os_error_reason, write_atomic
+    from attn_explorer.ui.render import png_bytes
+
+    try:
+        data = png_bytes(widget.grab().toImage())
+    except RuntimeError as exc:
+        raise OSError(f"could not make the PNG image for {path!r}: {exc}") from None
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise OSError(f"could not write {path}: {os_error_reason(exc)}") from None
 
 
 class CodeView(QPlainTextEdit):

@@ -34,6 +34,9 @@ class _Task(QRunnable):
         self.setAutoDelete(True)
 
     def run(self) -> None:
+        if self.stop.is_set():  # superseded while it waited for a thread: never start it
+            self._emit("cancelled", self.ticket)
+            return
         try:
             result = self.job(
                 lambda fraction, text: self._emit("progress", self.ticket, fraction, text),
@@ -54,7 +57,10 @@ class _Task(QRunnable):
 
 
 class LatestRunner(QObject):
-    """Runs one job at a time in the background; a new submit supersedes the old one.
+    """Runs jobs in the background where only the newest one counts.
+
+    A new submit tells the running job to stop (its ``should_stop`` turns True) and
+    drops its result; a job superseded before a thread was free never starts.
 
     Signals carry only the newest job's outcome: ``finished(result)``,
     ``failed(message)``, ``cancelled()``, ``progress(fraction, text)``, and
@@ -97,12 +103,16 @@ class LatestRunner(QObject):
         return self._ticket
 
     def cancel(self, quiet: bool = False) -> None:
+        """Tell the running job to stop; its result, if it still comes, is dropped.
+
+        ``quiet`` skips the ``cancelled`` signal (a new job replaces this one).
+        """
         if self._stop is not None:
             self._stop.set()
             self._stop = None
+            self._ticket += 1
+            self.busy.emit(False)
             if not quiet:
-                self._ticket += 1
-                self.busy.emit(False)
                 self.cancelled.emit()
 
     def is_busy(self) -> bool:

@@ -646,7 +646,7 @@ def ones(*shape: int) -> np.ndarray:
         (
             Snapshot(("a", "b"), ones(1, 1, 2, 2), ones(1, 1, 2, 2), np.full((1, 1, 2, 2), np.nan)),
             None,
-            "value[0, 0, 0, 0] is not a finite number",
+            "V[a, d1] (head 1): nan is not a finite number",  # numbered from 1, by name
         ),
         (Snapshot(("a", "b"), ones(2, 2), ones(2, 2), ones(2, 2)), None, "(B, H, T, d)"),
         (Snapshot((), ones(1, 1, 0, 2), ones(1, 1, 0, 2), ones(1, 1, 0, 2)), None, "T ≥ 1"),
@@ -933,7 +933,8 @@ def test_load_same_shape_emits_values_not_shape(session, events):
 
 def test_dirty_toggles_and_mark_saved(session, events):
     session.set_cell("query", 0, 0, 2.0)
-    session.mark_saved("/tmp/x.json")
+    session.path = "/tmp/x.json"  # as Document.save_to sets it
+    session.mark_saved()
     assert session.path == "/tmp/x.json"
     assert not session.dirty
     assert events.of("dirty") == [(True,), (False,)]

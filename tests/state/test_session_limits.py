@@ -64,7 +64,7 @@ def test_load_over_the_limit_is_refused():
     assert not session.load(Snapshot(("a", "b"), ones, big, ones), text="load file")
     assert state_of(session) == before
     (message,) = seen
-    assert message.startswith("load file: key[0, 0, 1, 0]") and LIMIT_TEXT in message, message
+    assert message.startswith("load file: K[b, d1] (head 1)") and LIMIT_TEXT in message, message
 
 
 def test_parse_number_takes_an_optional_limit():

@@ -117,3 +117,23 @@ def test_huge_session_skips_autosave_with_a_note(window):
     window.session.set_cell("query", 0, 0, 1.5)
     assert window.files.write_autosave() is None
     assert "Autosave is off" in window.statusBar().currentMessage()
+
+
+def test_starting_on_a_file_keeps_unsaved_work_from_a_crash(qtbot, window, tmp_path):
+    """attn-explorer FILE (a double-click) after a crash: the crash's edits are kept, not lost."""
+    from attn_explorer.state.io import load_session, save_session
+    from attn_explorer.state.session import Session
+
+    window.session.set_cell("query", 1, 1, 7.5)
+    window.files.write_autosave().join(5)
+    other = tmp_path / "other.json"
+    save_session(Session(), other)
+    fresh = MainWindow()
+    fresh.ask_before_discard = False
+    qtbot.addWidget(fresh)
+    assert fresh.files.start(other) == "opened"  # what run_app does with a file
+    assert fresh.session.path == str(other)
+    assert not autosave_path().exists()
+    [kept] = autosave_path().parent.glob("recovered-unsaved-*.json")
+    assert load_session(kept).snapshot.query[0, 0, 1, 1] == 7.5
+    assert str(kept) in fresh.statusBar().currentMessage()

@@ -121,6 +121,30 @@ def test_newest_request_wins(qtbot, view, tiny_dir):
     assert view.result.tokens == ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
 
+def test_an_answer_to_a_request_no_longer_current_is_dropped(qtbot, view, tiny_dir, monkeypatch):
+    """Clearing the sentence while the model runs: the old answer must not come back."""
+    import threading
+
+    release = threading.Event()
+    real_run = view.session.run
+
+    def slow_run(request, should_stop=lambda: False):
+        release.wait(5)
+        return real_run(request)
+
+    monkeypatch.setattr(view.session, "run", slow_run)
+    view.set_model_folder(tiny_dir)
+    view.sentence_edit.setText("the cat")
+    view.compute_now()  # running, blocked in slow_run
+    view.sentence_edit.setText("")
+    view.compute_now()
+    assert "empty" in view.status_label.text()
+    release.set()
+    qtbot.wait(200)
+    assert view.result is None and "empty" in view.status_label.text()
+    assert not view.take_button.isEnabled()
+
+
 # -- how it looks: placeholder, square labelled grid, whole enlarged head -------------------------
 
 

@@ -408,3 +408,22 @@ def test_a_lesson_asks_before_replacing_unsaved_work(user):
     user.click(dock.panel.next_button)
     assert not user.window.isWindowModified()
     assert preset("worked").snapshot.query.tolist() == user.window.session.matrix("query").tolist()
+
+
+def test_a_lesson_step_asks_before_replacing_a_files_changes(user, tmp_path):
+    path = tmp_path / "mine.json"
+    user.press(Qt.Key.Key_F3, widget=user.window)
+    panel = user.window.lessons
+    user.click(panel.next_button)  # starts lesson 1 (nothing unsaved: no question)
+    assert panel.runner is not None and panel.runner.index == 0
+    user.pick_file(path)
+    user.press(Qt.Key.Key_S, CTRL | SHIFT, widget=user.window)  # the lesson's numbers, saved
+    user.type_cell("key", 0, 0, "5")
+    assert user.title() == "mine*"
+    user.press_button("Cancel")
+    user.click(panel.next_button)  # Next would put the lesson's numbers back over mine.json
+    assert panel.runner.index == 0 and user.window.session.head_matrix("key")[0, 0] == 5.0
+    user.press_button("Discard")
+    user.click(panel.next_button)
+    assert panel.runner.index == 1 and user.window.session.head_matrix("key")[0, 0] == 1.0
+    assert not user.window.isWindowModified()
