@@ -1,10 +1,13 @@
-"""Shared test set-up: Qt runs offscreen and QSettings never touch the user's files."""
+"""Shared test set-up: Qt runs offscreen on a virtual 1920 × 1080 screen, and QSettings
+never touch the user's files."""
 
 import os
+from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+SCREENS = Path(__file__).parent / "screens"  # offscreen screen sizes, one JSON file each
+os.environ.setdefault("QT_QPA_PLATFORM", f"offscreen:configfile={SCREENS / '1920x1080.json'}")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
 

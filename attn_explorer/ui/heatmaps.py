@@ -14,13 +14,14 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.GraphicsScene.mouseEvents import MouseClickEvent
 from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtWidgets import QLabel, QMenu, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QMenu, QToolTip, QVBoxLayout, QWidget
 
 from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.state import Session
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.results import Results
 from attn_explorer.state.stepper import Frame, Stepper
+from attn_explorer.ui.text import plain_tooltip
 
 # Dark text on the white plot background: titles and axes must read well.
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, foreground=(40, 40, 40))
@@ -123,6 +124,10 @@ class ColourBar(pg.PlotItem):
         self.setMenuEnabled(False)
         self.setMaximumWidth(70)
         self.setMinimumWidth(60)
+
+    def set_caption(self, text: str) -> None:
+        """A word along the bar, e.g. "shared by all heads"."""
+        self.getAxis("right").setLabel(text)
 
     def set_range(self, name: str, low: float, high: float) -> None:
         gradient = np.ascontiguousarray(lut(name)[:, None, :])  # (256, 1, 3): row 0 = low
@@ -240,9 +245,22 @@ class HeatmapGrid(QWidget):
                 self.bars.append(bar)
         if shared:
             bar = ColourBar()
+            if len(heads) > 1:
+                bar.set_caption("one scale shared by all heads")
+                bar.setMaximumWidth(85)
             rows = math.ceil(len(heads) / columns)
             self.view.addItem(bar, row=0, col=columns, rowspan=max(1, rows))
             self.bars.append(bar)
+
+    def layout_items(self) -> dict[str, pg.GraphicsObject]:
+        """What must be on screen, by name: each head's cells and title, each colour bar."""
+        items: dict[str, pg.GraphicsObject] = {}
+        for plot, h in zip(self.plots, self._heads_shown(), strict=True):
+            items[f"head {h + 1} cells"] = plot.vb
+            items[f"head {h + 1} title"] = plot.titleLabel
+        for n, bar in enumerate(self.bars):
+            items[f"colour bar {n + 1}"] = bar
+        return items
 
     def _hover_hint(self) -> str:
         if len(self._heads_shown()) > COMPACT_HEADS:
@@ -384,7 +402,13 @@ class HeatmapGrid(QWidget):
     def _on_mouse_moved(self, pos: QPointF) -> None:
         cell = self._cell_at(pos)
         if cell is not None:
-            self.hover.setText(self.describe(*cell))
+            text = self.describe(*cell)
+            self.hover.setText(text)
+            # the same read-out beside the pointer, where the eye is (thumbnails are small)
+            point = self.view.mapFromScene(pos)
+            QToolTip.showText(self.view.mapToGlobal(point), plain_tooltip(text), self.view)
+        else:
+            QToolTip.hideText()
 
     def _on_mouse_clicked(self, event: MouseClickEvent) -> None:
         cell = self._cell_at(event.scenePos())

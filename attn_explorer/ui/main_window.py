@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QProgressBar,
-    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -39,7 +38,7 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.state import Session, Snapshot
 from attn_explorer.state.app_state import AppState
-from attn_explorer.ui import palette
+from attn_explorer.ui import palette, screen_fit
 from attn_explorer.ui.actions import WindowActions, build_menu_bar, shortcut_rows
 from attn_explorer.ui.code_panel import CodePanel
 from attn_explorer.ui.files import FileCommands
@@ -51,6 +50,7 @@ from attn_explorer.ui.score_grid import ScoreGrid
 from attn_explorer.ui.settings import settings
 from attn_explorer.ui.size_controls import SizeControls
 from attn_explorer.ui.stepper_panel import StepperPanel
+from attn_explorer.ui.stepper_widgets import FitScrollArea
 from attn_explorer.ui.text import message_box
 from attn_explorer.ui.toolbar import OptionsBar, StrategyToggle
 
@@ -78,6 +78,9 @@ class _FirstPaint(QObject):
             self.done = True
             QTimer.singleShot(0, self.callback)
         return False
+
+
+WIDE_WINDOW = 1500  # from this width the model view opens as a third column
 
 
 class MainWindow(QMainWindow):
@@ -126,7 +129,7 @@ class MainWindow(QMainWindow):
             action.triggered.connect(lambda _checked=False: self._show_dock(self.stepper_dock))
         self.menuBar().setCornerWidget(self.lessons_dock.start_button, Qt.Corner.TopRightCorner)
         self._connect_state()
-        self.resize(1400, 900)
+        screen_fit.fit_window(self)
         self._restore_settings()
         if not defer_plots:
             self._build_plots()
@@ -247,10 +250,7 @@ class MainWindow(QMainWindow):
         )
         self.stepper = StepperPanel(self.session, self.state.stepper)
         self.stepper.setObjectName("stepper")
-        scroll = QScrollArea()  # the panel scrolls rather than forcing a tall dock
-        scroll.setWidget(self.stepper)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll = FitScrollArea(self.stepper)  # scrolls only below the panel's minimum
         self.stepper_dock = self._dock(
             "Step through the loops", scroll, Qt.DockWidgetArea.BottomDockWidgetArea, "stepper-dock"
         )
@@ -259,6 +259,9 @@ class MainWindow(QMainWindow):
         # The right dock area takes the bottom-right corner, so the lesson text runs the full
         # height of the window instead of sharing the top with the central views.
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
+        # Likewise the left area: the Q/K/V tables (and a model view sharing their place on
+        # a narrow window) keep the full height on a 720-pixel screen.
+        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.lessons_dock = LessonsDock(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.lessons_dock)
         self.lessons_dock.hide()
@@ -435,6 +438,14 @@ class MainWindow(QMainWindow):
             self.model_dock = self._dock(
                 "Model", self.model_view, Qt.DockWidgetArea.RightDockWidgetArea, "model-dock"
             )
+            if self.width() < WIDE_WINDOW:
+                # A third column would squeeze every view: share the inputs' place instead
+                # (their tab stays one click away) and give it almost half the width.
+                self.tabifyDockWidget(self.inputs_dock, self.model_dock)
+                self._show_dock(self.model_dock)
+                self.resizeDocks(
+                    [self.model_dock], [self.width() * 45 // 100], Qt.Orientation.Horizontal
+                )
         self._show_dock(self.model_dock)
         return self.model_view
 
@@ -482,23 +493,30 @@ class MainWindow(QMainWindow):
 
     # -- settings, close --------------------------------------------------------------------
     def _default_dock_sizes(self) -> None:
-        """First start: give the central views most of the height (docks stay resizable)."""
-        self.resizeDocks([self.inputs_dock], [380], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.stepper_dock], [270], Qt.Orientation.Vertical)
+        """First start: give the central views most of the room (docks stay resizable)."""
+        width, height = self.width(), self.height()
+        self.resizeDocks([self.inputs_dock], [min(380, width * 3 // 10)], Qt.Orientation.Horizontal)
+        stepper = max(240, min(300, height * 36 // 100))
+        self.resizeDocks([self.stepper_dock], [stepper], Qt.Orientation.Vertical)
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
+        if not getattr(self, "_kept_inside", False):
+            self._kept_inside = True  # once: the frame's size is known only now
+            QTimer.singleShot(0, lambda: screen_fit.keep_inside(self))
         if not self._state_restored and not getattr(self, "_docks_sized", False):
             self._docks_sized = True
             QTimer.singleShot(0, self._default_dock_sizes)
 
     def _restore_settings(self) -> None:
+        """The user's size and dock layout, only where they still fit the screen."""
         s = settings()
         geometry = s.value("geometry")
-        if isinstance(geometry, QByteArray):
+        self._state_restored = False
+        if isinstance(geometry, QByteArray) and screen_fit.saved_frame_fits(s.value("frame")):
             self.restoreGeometry(geometry)
-        state = s.value("window_state")
-        self._state_restored = isinstance(state, QByteArray) and self.restoreState(state)
+            state = s.value("window_state")
+            self._state_restored = isinstance(state, QByteArray) and self.restoreState(state)
         if s.value("dark", False, type=bool):
             palette.apply(True)
             self.commands.dark.setChecked(True)
@@ -506,6 +524,8 @@ class MainWindow(QMainWindow):
     def save_settings(self) -> None:
         s = settings()
         s.setValue("geometry", self.saveGeometry())
+        frame = self.frameGeometry()  # checked against the screen at the next start
+        s.setValue("frame", [frame.x(), frame.y(), frame.width(), frame.height()])
         s.setValue("window_state", self.saveState())
         s.sync()
 

@@ -23,8 +23,10 @@ from PySide6.QtGui import (
     QFont,
     QFontDatabase,
     QKeySequence,
+    QResizeEvent,
 )
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QCheckBox,
     QComboBox,
     QFileDialog,
@@ -32,7 +34,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
-    QSlider,
+    QSizePolicy,
     QStyle,
     QToolButton,
     QVBoxLayout,
@@ -46,6 +48,7 @@ from attn_explorer.state.stepper import Frame, Stepper
 from attn_explorer.state.stepper_text import code_lines, frame_locals
 from attn_explorer.ui.stepper_widgets import (
     CodeView,
+    FocusWheelSlider,
     Readout,
     StrategySummary,
     abbreviate_sum,
@@ -53,6 +56,7 @@ from attn_explorer.ui.stepper_widgets import (
 )
 from attn_explorer.ui.text import plain_tooltip
 
+SIDE_BY_SIDE_WIDTH = 860  # narrower than this, the code column goes under the controls
 MAX_RATE = 60  # steps per second at the slider's right end
 DEFAULT_RATE = 4
 SLIDER_STEPS = 100_000  # the scrub slider's resolution for runs longer than this
@@ -71,7 +75,7 @@ class StepperPanel(QWidget):
     ``step_action``, ``back_action``, ``start_action``, ``end_action`` and
     ``stop_action`` carry the keyboard shortcuts (Space, →, ←, Home, End) for
     the panel and can be added to a menu. ``export_frame_callback`` is called by
-    the "Export frame as PNG" button; replace it to export another area.
+    the "Export frame…" button; replace it to export another area.
     """
 
     frameChanged = Signal(object)
@@ -140,24 +144,40 @@ class StepperPanel(QWidget):
         self.stop_action.triggered.connect(self.stop)
 
     def _build_widgets(self) -> None:
+        """Two columns, so the essentials fit a short dock without scrolling: on the left
+        the transport, position, partial sum and predict feedback; on the right the line
+        of code that ran and its locals."""
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        layout = QVBoxLayout(self)
-        layout.addLayout(self._build_transport())
-        layout.addLayout(self._build_choices())
+        columns = QBoxLayout(QBoxLayout.Direction.LeftToRight, self)
+        columns.setContentsMargins(6, 4, 6, 4)
+        self.columns = columns
+        left = QVBoxLayout()
+        left.setSpacing(4)
+        left.addLayout(self._build_transport())
+        left.addLayout(self._build_choices())
         self._build_readouts(mono)
-        layout.addWidget(self.scrub_slider)
-        layout.addWidget(self.counter_label)
-        layout.addWidget(self.working_label)
+        left.addWidget(self.scrub_slider)
+        left.addWidget(self.counter_label)
+        left.addWidget(self.working_label)
         self._build_predict_row()
-        layout.addWidget(self.predict_row)
-        layout.addWidget(self.predict_label)
+        left.addWidget(self.predict_row)
+        left.addWidget(self.predict_label)
+        left.addLayout(self._build_summary_row(), 1)
+        self.export_button = QPushButton("Export frame…")
+        self.export_button.setToolTip(
+            "Save the window as it looks now, highlights included, as a PNG image"
+        )
+        self.export_button.clicked.connect(lambda: self.export_frame_callback())
+        right = QVBoxLayout()
+        right.setSpacing(4)
         self.code_view = CodeView(mono)
-        layout.addWidget(self.code_view)
+        right.addWidget(self.code_view, 1)
         self.locals_label = Readout(lines=2, font=mono)
         self.locals_label.setToolTip("The loop variables after the step, like a debugger's locals")
-        layout.addWidget(self.locals_label)
-        layout.addLayout(self._build_summary_row())
-        layout.addStretch(1)
+        right.addWidget(self.locals_label)
+        right.addWidget(self.export_button, 0, Qt.AlignmentFlag.AlignRight)
+        columns.addLayout(left, 1)
+        columns.addLayout(right, 1)
         self._on_speed_changed()
 
     def _build_transport(self) -> QHBoxLayout:
@@ -177,19 +197,20 @@ class StepperPanel(QWidget):
             transport.addWidget(button)
         transport.addSpacing(12)
         transport.addWidget(QLabel("Speed"))
-        self.speed_slider = QSlider(Qt.Orientation.Horizontal)
+        self.speed_slider = FocusWheelSlider(Qt.Orientation.Horizontal)
         self.speed_slider.setRange(1, MAX_RATE)
         self.speed_slider.setValue(DEFAULT_RATE)
         self.speed_slider.setToolTip("Steps per second while playing (1 to 60)")
-        self.speed_slider.setMinimumWidth(100)
+        self.speed_slider.setMinimumWidth(80)
         self.speed_slider.valueChanged.connect(self._on_speed_changed)
+        self.speed_slider.setMaximumWidth(160)
         transport.addWidget(self.speed_slider, 1)
         self.speed_label = QLabel()
         self.speed_label.setMinimumWidth(
             self.speed_label.fontMetrics().horizontalAdvance("60 steps/s ")
         )
         transport.addWidget(self.speed_label)
-        self.fast_check = QCheckBox("as fast as possible")
+        self.fast_check = QCheckBox("fastest")
         self.fast_check.setToolTip("Play one step per event-loop turn, without waiting")
         self.fast_check.toggled.connect(self._on_speed_changed)
         transport.addWidget(self.fast_check)
@@ -203,6 +224,11 @@ class StepperPanel(QWidget):
         for name in STRATEGIES:
             self.strategy_combo.addItem(STRATEGY_SUMMARIES[name], name)
         self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
+        # narrow enough for a 1000-pixel window; the open list shows the whole text
+        self.strategy_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.strategy_combo.setMinimumContentsLength(14)
         choices.addWidget(self.strategy_combo)
         choices.addSpacing(12)
         choices.addWidget(QLabel("Step by"))
@@ -210,6 +236,10 @@ class StepperPanel(QWidget):
         for name in GRANULARITIES:
             self.granularity_combo.addItem("query row" if name == "row" else name, name)
         self.granularity_combo.currentIndexChanged.connect(self._on_granularity_changed)
+        self.granularity_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.granularity_combo.setMinimumContentsLength(9)
         choices.addWidget(self.granularity_combo)
         choices.addSpacing(12)
         self.predict_check = QCheckBox("Predict each cell")
@@ -223,7 +253,7 @@ class StepperPanel(QWidget):
 
     def _build_readouts(self, mono: QFont) -> None:
         """The scrub slider, the counter and the partial sum written out."""
-        self.scrub_slider = QSlider(Qt.Orientation.Horizontal)
+        self.scrub_slider = FocusWheelSlider(Qt.Orientation.Horizontal)
         self.scrub_slider.setToolTip("Scrub through the whole run")
         self.scrub_slider.valueChanged.connect(self._on_scrub_changed)
         self.counter_label = Readout()
@@ -257,18 +287,30 @@ class StepperPanel(QWidget):
         self.predict_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
 
     def _build_summary_row(self) -> QHBoxLayout:
-        """How the strategies divide the work, their times, and the frame export."""
+        """How the strategies divide the work and their times (in whatever room is left)."""
         bottom = QHBoxLayout()
-        text_box = QVBoxLayout()
         self.summary_label = self.summary.summary_label
         self.timing_label = self.summary.timing_label
-        text_box.addWidget(self.summary)
-        bottom.addLayout(text_box, 1)
-        self.export_button = QPushButton("Export frame as PNG…")
-        self.export_button.setToolTip("Save the window as it looks now, highlights included")
-        self.export_button.clicked.connect(lambda: self.export_frame_callback())
-        bottom.addWidget(self.export_button, 0, Qt.AlignmentFlag.AlignBottom)
+        # the summary takes what room is left, never making the dock scroll to the code
+        self.summary.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Ignored)
+        bottom.addWidget(self.summary, 1)
         return bottom
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.arrange(event.size().width())
+
+    def arrange(self, width: int) -> None:
+        """Side by side where there is room; on a narrow dock the code goes under the controls
+        (the dock then scrolls)."""
+        wanted = (
+            QBoxLayout.Direction.LeftToRight
+            if width >= SIDE_BY_SIDE_WIDTH
+            else QBoxLayout.Direction.TopToBottom
+        )
+        if self.columns.direction() != wanted:
+            self.columns.setDirection(wanted)
+            self.columns.activate()  # lay out now, not after the next event-loop turn
 
     def transport_actions(self) -> list[QAction]:
         """Play, step, back, start, end and stop: for the window's Step menu."""

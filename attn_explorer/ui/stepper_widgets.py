@@ -8,9 +8,27 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QSize, Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QTextCursor, QTextFormat
-from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSizePolicy, QTextEdit, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QPainter,
+    QPaintEvent,
+    QResizeEvent,
+    QTextCursor,
+    QTextFormat,
+    QWheelEvent,
+)
+from PySide6.QtWidgets import (
+    QLabel,
+    QPlainTextEdit,
+    QScrollArea,
+    QSizePolicy,
+    QSlider,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
 
 from attn_explorer.compute import (
     LOOP_BUDGET,
@@ -41,6 +59,62 @@ def abbreviate_sum(text: str, keep_first: int = 3, keep_last: int = 2) -> str:
         return text
     hidden = len(terms) - keep_first - keep_last
     return " + ".join([*terms[:keep_first], f"… ({hidden} more) …", *terms[-keep_last:]])
+
+
+class FocusWheelSlider(QSlider):
+    """A slider the mouse wheel moves only once it has the keyboard focus (a click gives it);
+    otherwise the wheel scrolls the panel around it, as in a form or a web page."""
+
+    def __init__(self, orientation: Qt.Orientation, parent: QWidget | None = None) -> None:
+        super().__init__(orientation, parent)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # the wheel alone never takes focus
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        if self.hasFocus():
+            super().wheelEvent(event)
+        else:
+            event.ignore()  # passes to the parent: the dock's scroll area
+
+
+class FitScrollArea(QScrollArea):
+    """Gives its widget the whole viewport and scrolls only below the widget's minimum size.
+
+    A resizable QScrollArea sizes a widget with wrapped labels by its preferred height for
+    the width, which for the stepper is taller than the dock: the locals under the code
+    then sit below the fold. Here the panel takes the dock's height instead.
+    """
+
+    def __init__(self, widget: QWidget, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(False)
+        self.setWidget(widget)
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+
+    def _fit(self) -> None:
+        widget = self.widget()
+        if widget is None:
+            return
+        room = self.maximumViewportSize()  # the viewport without scroll bars
+        arrange = getattr(widget, "arrange", None)
+        layout = widget.layout()
+        if arrange is not None and layout is not None:
+            arrange(room.width())  # e.g. the stepper stacks its columns when narrow
+            layout.activate()
+        least = widget.minimumSizeHint().expandedTo(widget.minimumSize())
+        bar_w = self.verticalScrollBar().sizeHint().width()
+        bar_h = self.horizontalScrollBar().sizeHint().height()
+        width = room.width() if least.height() <= room.height() else room.width() - bar_w
+        height = room.height() if least.width() <= width else room.height() - bar_h
+        widget.resize(max(width, least.width()), max(height, least.height()))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            self._fit()
+        return super().event(event)
 
 
 class Readout(QWidget):
@@ -122,8 +196,16 @@ class CodeView(QPlainTextEdit):
         lines = max(strategy_source(name).count("\n") + 1 for name in STRATEGIES)
         height = self.fontMetrics().lineSpacing() * (lines + 1)
         scroll = self.horizontalScrollBar().sizeHint().height()
-        self.setFixedHeight(height + 2 * self.frameWidth() + scroll)
+        # Tall enough for the longest strategy where the dock allows, and never shorter than
+        # six lines: the highlighted line scrolls into view (ensureCursorVisible).
+        spacing = self.fontMetrics().lineSpacing()
+        self.setMaximumHeight(height + 2 * self.frameWidth() + scroll)
+        self.setMinimumHeight(spacing * 6 + 2 * self.frameWidth() + scroll)
+        self._full_height = height + 2 * self.frameWidth() + scroll
         self._shown: tuple[str, int | None, int | None] | None = None
+
+    def sizeHint(self) -> QSize:
+        return QSize(super().sizeHint().width(), self._full_height)
 
     def set_code(self, strategy: str, ran: int | None, also: int | None = None) -> None:
         """Show ``strategy_source(strategy)``; highlight line ``ran`` (and ``also``, lighter)."""
