@@ -48,16 +48,24 @@ class _TokenAxis(pg.AxisItem):
 
     def __init__(self, orientation: str) -> None:
         self.tokens: list[str] = []  # before super(): the base class resizes while it builds
+        self._any_count = False
         super().__init__(orientation)
 
     def set_tokens(self, tokens: list[str]) -> None:
         self.tokens = tokens
+        self._any_count = False
+        self._update_ticks()
+
+    def set_dimensions(self, count: int) -> None:
+        """Name the columns of V, d1 … d``count`` (the output stage), thinned as tokens are."""
+        self.tokens = [f"d{j + 1}" for j in range(count)]
+        self._any_count = True  # short labels: thinning alone keeps them apart
         self._update_ticks()
 
     def _update_ticks(self) -> None:
         """Label every token if they fit, else every k-th, else fall back to numbers."""
         tokens = self.tokens
-        if not 0 < len(tokens) <= MAX_TOKEN_TICKS:
+        if not tokens or (len(tokens) > MAX_TOKEN_TICKS and not self._any_count):
             self.setTicks(None)
             return
         vertical = self.orientation in ("left", "right")
@@ -229,7 +237,9 @@ class HeatmapGrid(QWidget):
             plot = HeadPlot(f"head {h + 1}", compact, self._stage)
             if plot.left is not None and len(tokens) == t_q:
                 plot.left.set_tokens(tokens)
-            if plot.bottom is not None and self._stage != "output" and len(tokens) == t_k:
+            if plot.bottom is not None and self._stage == "output":
+                plot.bottom.set_dimensions(t_k)  # columns of V: d1, d2, …
+            elif plot.bottom is not None and len(tokens) == t_k:
                 plot.bottom.set_tokens(tokens)
             image = pg.ImageItem()
             image.setRect(0, 0, t_k, t_q)
@@ -282,9 +292,10 @@ class HeatmapGrid(QWidget):
             plot.vb.setRange(xRange=(0, t_k), yRange=(0, t_q), padding=0)
             if plot.left is not None:
                 plot.left.set_tokens(tokens if len(tokens) == t_q else [])
-            if plot.bottom is not None:
-                fits = self._stage != "output" and len(tokens) == t_k
-                plot.bottom.set_tokens(tokens if fits else [])
+            if plot.bottom is not None and self._stage == "output":
+                plot.bottom.set_dimensions(t_k)
+            elif plot.bottom is not None:
+                plot.bottom.set_tokens(tokens if len(tokens) == t_k else [])
 
     # -- updates ---------------------------------------------------------------------
     def _on_option_changed(self, name: str) -> None:

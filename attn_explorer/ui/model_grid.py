@@ -14,8 +14,8 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.GraphicsScene.mouseEvents import HoverEvent, MouseClickEvent
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QScrollArea,
@@ -27,7 +27,7 @@ from attn_explorer.models.session import Head
 
 #: Thumbnail side in pixels: cells grow to fill the grid's area within these bounds; when
 #: even the smallest do not fit, the grid scrolls.
-MIN_CELL_PX, MAX_CELL_PX = 28, 160
+MIN_CELL_PX, MAX_CELL_PX = 14, 160
 #: Gap between thumbnails, the width of the "layer n" column and the height of the
 #: "head n" row, in pixels.
 CELL_GAP_PX, ROW_LABEL_PX, HEAD_LABEL_PX = 4, 56, 30
@@ -188,6 +188,17 @@ class GridHeader(QWidget):
         gap = " " if grid.cell >= ONE_LINE_HEAD_PX else "\n"
         return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
 
+    def label_font(self) -> QFont:
+        """The widget's font; in narrow columns smaller, so that "head" fits its cell."""
+        font = QFont(self.font())
+        if not self._columns or self._grid.cell >= ONE_LINE_HEAD_PX:
+            return font
+        font.setPointSizeF(font.pointSizeF() * 0.85)
+        room = self._grid.cell + CELL_GAP_PX - 2
+        while font.pointSizeF() > 5 and QFontMetrics(font).horizontalAdvance("head") > room:
+            font.setPointSizeF(font.pointSizeF() - 0.5)
+        return font
+
     def paintEvent(self, event: QPaintEvent) -> None:
         grid = self._grid
         p = QPainter(self)
@@ -196,9 +207,7 @@ class GridHeader(QWidget):
         cell, pitch = grid.cell, grid.cell + CELL_GAP_PX
         origin = grid.canvas.pos()  # in the viewport: moves as the grid scrolls
         selected = grid.selected[1] if self._columns else grid.selected[0]
-        font = self.font()
-        if self._columns and cell < ONE_LINE_HEAD_PX:
-            font.setPointSizeF(font.pointSizeF() * 0.85)
+        font = self.label_font()
         for index, text in enumerate(self.texts()):
             font.setBold(index == selected)
             p.setFont(font)
@@ -297,15 +306,35 @@ class ThumbnailGrid(QScrollArea):
         self._head_header.update()
         self._layer_header.update()
 
+    def cell_for(self, width: int, height: int) -> int:
+        """The side of the cells in a grid of ``width`` × ``height`` pixels, labels included.
+
+        As large as fits both ways, between ``MIN_CELL_PX`` and ``MAX_CELL_PX``; the
+        smallest cells scroll when even they do not fit.
+        """
+        if self.shape is None:
+            return MIN_CELL_PX
+        n_layers, n_heads = self.shape
+        frame = 2 * self.frameWidth()
+        across = (width - frame - ROW_LABEL_PX + CELL_GAP_PX) / n_heads - CELL_GAP_PX
+        down = (height - frame - HEAD_LABEL_PX + CELL_GAP_PX) / n_layers - CELL_GAP_PX
+        return int(min(max(min(across, down), MIN_CELL_PX), MAX_CELL_PX))
+
+    def size_for(self, cell: int) -> QSize:
+        """The grid's size, labels included, that cells of side ``cell`` fill exactly."""
+        n_layers, n_heads = self.shape or (1, 1)
+        frame = 2 * self.frameWidth()
+        pitch = cell + CELL_GAP_PX
+        return QSize(
+            frame + ROW_LABEL_PX + n_heads * pitch - CELL_GAP_PX,
+            frame + HEAD_LABEL_PX + n_layers * pitch - CELL_GAP_PX,
+        )
+
     def _fit(self) -> None:
         if self.shape is None:
             return
         n_layers, n_heads = self.shape
-        area = self.maximumViewportSize()  # without scroll bars and label margins
-        across = (area.width() + CELL_GAP_PX) / n_heads - CELL_GAP_PX
-        down = (area.height() + CELL_GAP_PX) / n_layers - CELL_GAP_PX
-        # As large as fits both ways; the smallest cells scroll when even they do not fit.
-        self.cell = cell = int(min(max(min(across, down), MIN_CELL_PX), MAX_CELL_PX))
+        self.cell = cell = self.cell_for(self.width(), self.height())
         for box, _ in self.thumbnails.values():
             box.setFixedWidth(cell)
             box.setFixedHeight(cell)

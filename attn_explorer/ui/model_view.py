@@ -15,13 +15,14 @@ drawing pieces (token axis, heatmap item, thumbnail grid) are in :mod:`.model_gr
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QCloseEvent, QResizeEvent
+from PySide6.QtCore import QEvent, QObject, QSignalBlocker, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -35,6 +36,7 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -51,8 +53,8 @@ from attn_explorer.ui.workers import LatestRunner
 DEBOUNCE_MS = 300
 #: How long ``shutdown`` waits for a forward pass that is already running.
 SHUTDOWN_WAIT_S = 5.0
-#: Narrower than this, the grid goes above the enlarged head instead of beside it.
-SIDE_BY_SIDE_PX = 640
+#: The enlarged head's least size (pixels) before any tokens; long tokens widen it.
+DETAIL_MIN_PX = (200, 180)
 PLACEHOLDER = (
     "<p><b>No attention to show yet.</b></p>"
     "<ol><li>Choose a model above, or <i>Open model folder…</i></li>"
@@ -91,11 +93,14 @@ class ModelView(QWidget):
 
     def _build_inputs(self) -> None:
         self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(10)
+        self.model_combo.setMinimumContentsLength(4)
         self.model_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
-        self.open_button = QPushButton("Open model folder…")
+        self.model_combo.setPlaceholderText("Choose a model")  # no label: a narrow dock fits
+        self.model_combo.setToolTip("The model whose attention is shown")
+        self.open_button = QPushButton("Open folder…")
+        self.open_button.setToolTip("Open a BERT model folder (config.json, vocab.txt, weights)")
         self.sentence_edit = QLineEdit()
         self.sentence_edit.setPlaceholderText("Type a sentence, e.g. The cat sat on the mat.")
         self.pair_edit = QLineEdit()
@@ -103,7 +108,7 @@ class ModelView(QWidget):
         self.strategy_combo = QComboBox()
         self.strategy_combo.addItems(list(STRATEGIES))
         self.strategy_combo.setCurrentText(self.session.strategy)
-        self.scores_check = QCheckBox("Raw scores Q·Kᵀ")
+        self.scores_check = QCheckBox("Raw Q·Kᵀ")
         self.scores_check.setToolTip(
             "Colour the raw scores Q·Kᵀ (before the 1/√d scale) on a blue–white–red scale "
             "centred at 0, instead of the softmax weights (0 → 1)."
@@ -125,7 +130,7 @@ class ModelView(QWidget):
         left, bottom = TokenAxis("left"), TokenAxis("bottom")
         self.detail = pg.PlotWidget(axisItems={"left": left, "bottom": bottom})
         self.detail.setBackground("w")
-        self.detail.setMinimumSize(280, 180)  # token axes and colour bar stay whole
+        self.detail.setMinimumSize(*DETAIL_MIN_PX)  # token axes and colour bar stay whole
         self._detail_plot = self.detail.getPlotItem()
         self._detail_plot.setMenuEnabled(False)
         self._detail_plot.hideButtons()
@@ -141,6 +146,7 @@ class ModelView(QWidget):
             colorMap=self._color_maps["sequential"],
             interactive=False,
             colorMapMenu=False,
+            width=14,  # a slim bar: the dock is narrow, and its numbers matter more
         )
         self._colorbar.setImageItem(self._detail_image, insert_in=self._detail_plot)
         self._colorbar.axis.setTextPen(TEXT_RGB)
@@ -150,10 +156,15 @@ class ModelView(QWidget):
         self.hover_label.setWordWrap(True)
         self.hover_label.setMinimumHeight(2 * self.fontMetrics().lineSpacing())
         self.hover_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        self.take_button = QPushButton("Take this head into the explorer")
+        self.take_button = QPushButton("Take into explorer")
+        self.take_button.setToolTip("Take this head's tokens and Q, K, V into the explorer")
         self.take_button.setEnabled(False)
 
         self.summary_combo = QComboBox()
+        self.summary_combo.setMinimumContentsLength(8)  # long names elide in a narrow dock
+        self.summary_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
         for key, label in SUMMARY_NAMES.items():
             self.summary_combo.addItem(label, key)
         self.summary_table = QTableWidget()
@@ -162,7 +173,6 @@ class ModelView(QWidget):
 
     def _build_layout(self) -> None:
         picker = QHBoxLayout()
-        picker.addWidget(QLabel("Model:"))
         picker.addWidget(self.model_combo, 1)
         picker.addWidget(self.open_button)
         text_row = QHBoxLayout()
@@ -171,7 +181,6 @@ class ModelView(QWidget):
         options = QHBoxLayout()
         options.addWidget(QLabel("Strategy:"))
         options.addWidget(self.strategy_combo)
-        options.addSpacing(12)
         options.addWidget(self.scores_check)
         options.addStretch(1)
 
@@ -183,35 +192,38 @@ class ModelView(QWidget):
         under_head.addWidget(self.hover_label, 1)
         under_head.addWidget(self.take_button, 0, Qt.AlignmentFlag.AlignTop)
         head_layout.addLayout(under_head)
-        # Stacked until resizeEvent finds room side by side: a narrow dock stays possible.
-        self._heads = heads = QSplitter(Qt.Orientation.Vertical)
-        heads.setChildrenCollapsible(False)
-        heads.addWidget(self.grid)
-        heads.addWidget(head_panel)
-        heads.setStretchFactor(0, 3)  # the grid needs width for its columns
-        heads.setStretchFactor(1, 2)
-
         summary_panel = QWidget()
         summary_layout = QVBoxLayout(summary_panel)
-        summary_layout.setContentsMargins(0, 0, 0, 0)
+        summary_layout.setContentsMargins(0, 4, 0, 0)
         summary_row = QHBoxLayout()
-        summary_row.addWidget(QLabel("Summary per head:"))
+        summary_row.addWidget(QLabel("Show:"))
         summary_row.addWidget(self.summary_combo, 1)
         summary_layout.addLayout(summary_row)
         summary_layout.addWidget(self.summary_table, 1)
-        content = QSplitter(Qt.Orientation.Vertical)
-        content.setChildrenCollapsible(False)
-        content.addWidget(heads)
-        content.addWidget(summary_panel)
-        content.setStretchFactor(0, 4)  # the heads first; the table scrolls
-        content.setStretchFactor(1, 1)
+        # The enlarged head and the summaries share one pane: each gets all of its room
+        # (a table squeezed under the heads showed one row).
+        self.lower_tabs = QTabWidget()
+        self.lower_tabs.addTab(head_panel, "Selected head")
+        self.lower_tabs.addTab(summary_panel, "Summary per head")
+        self.lower_tabs.setDocumentMode(True)
+        # The grid above the tabs, or beside them when that gives bigger cells (_arrange).
+        self._heads = heads = QSplitter(Qt.Orientation.Vertical)
+        heads.setChildrenCollapsible(False)
+        heads.addWidget(self.grid)
+        heads.addWidget(self.lower_tabs)
+        heads.setStretchFactor(0, 0)  # the grid keeps the size that fits its cells
+        heads.setStretchFactor(1, 1)
+        heads.splitterMoved.connect(self._on_split_dragged)
+        heads.installEventFilter(self)  # re-arrange when its room changes
+        self._split_by_user = False
 
         self._pages = QStackedWidget()
         self._pages.addWidget(self.placeholder)
-        self._pages.addWidget(content)
+        self._pages.addWidget(heads)
         self._pages.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)  # every pixel counts in a side dock
         layout.addLayout(picker)
         layout.addLayout(text_row)
         layout.addLayout(options)
@@ -236,7 +248,7 @@ class ModelView(QWidget):
         self.strategy_combo.currentTextChanged.connect(self.session.set_strategy)
         self.scores_check.toggled.connect(self.session.set_show_scores)
         self.summary_combo.currentIndexChanged.connect(self._refresh_summaries)
-        self.summary_table.cellClicked.connect(lambda row, col: self.select_head(row, col))
+        self.summary_table.cellClicked.connect(self._on_summary_clicked)
         self.take_button.clicked.connect(self.take_head)
 
     # -- what the window and the tests read ----------------------------------------------
@@ -361,17 +373,57 @@ class ModelView(QWidget):
             self._job_done.wait(SHUTDOWN_WAIT_S)
             self._job_done = None
 
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        # A narrow dock stacks the grid over the enlarged head: side by side, neither fits.
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self._heads and event.type() == QEvent.Type.Resize:
+            self._arrange()
+        return super().eventFilter(watched, event)
+
+    def _arrange(self) -> None:
+        """Grid above or beside the head, whichever gives bigger cells; size it to its cells.
+
+        A 6 × 12 grid (MiniLM) in a tall dock goes above, a square 12 × 12 in a wide one
+        beside. Its pane gets just the room its square cells fill, the head the rest,
+        until the user drags the splitter.
+        """
+        room, grid = self._heads.size(), self.grid
+        if grid.shape is None or room.isEmpty():
+            return
+        width, height = room.width(), room.height()
+        beside = width - self.detail.minimumWidth() - 2 * self._heads.handleWidth()
+        above = height // 2
+        cell_beside = grid.cell_for(min(beside, width * 3 // 5), height)
+        cell_above = grid.cell_for(width, above)
         wanted = (
-            Qt.Orientation.Vertical
-            if event.size().width() < SIDE_BY_SIDE_PX
-            else Qt.Orientation.Horizontal
+            Qt.Orientation.Horizontal
+            if beside > 0 and cell_beside > cell_above
+            else Qt.Orientation.Vertical
         )
         if self._heads.orientation() != wanted:
             self._heads.setOrientation(wanted)
-            self._heads.setSizes([3 * SIDE_BY_SIDE_PX, 2 * SIDE_BY_SIDE_PX])  # 3 : 2 again
+            self._split_by_user = False
+        if self._split_by_user:
+            return
+        if wanted == Qt.Orientation.Vertical:
+            fits = grid.size_for(cell_above)
+            bar = grid.horizontalScrollBar().sizeHint().height() if fits.width() > width else 0
+            need = min(fits.height() + bar, above)  # too many layers: the grid scrolls
+            self._heads.setSizes([need, max(1, height - need)])
+        else:
+            need = grid.size_for(cell_beside).width()
+            self._heads.setSizes([need, max(1, width - need)])
+
+    def _hold_detail_width(self) -> None:
+        """Never narrower than the enlarged head's axes, image and colour bar need.
+
+        A dock that cannot give that room is held wider instead of cutting off the
+        colour bar; the grid is then arranged knowing how wide the head must be.
+        """
+        needed = math.ceil(self._detail_plot.layout.minimumWidth()) + 2
+        self.detail.setMinimumWidth(max(DETAIL_MIN_PX[0], needed))
+        self._arrange()
+
+    def _on_split_dragged(self, *_: object) -> None:
+        self._split_by_user = True
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.shutdown()
@@ -385,6 +437,10 @@ class ModelView(QWidget):
 
     def _on_head_clicked(self, head: Head) -> None:
         self.select_head(*head)
+
+    def _on_summary_clicked(self, layer: int, head: int) -> None:
+        self.select_head(layer, head)
+        self.lower_tabs.setCurrentIndex(0)  # the head the user picked, enlarged
 
     def _on_heatmap_hovered(self, head: Head | None, cell: tuple[int, int] | None) -> None:
         if cell is None:
@@ -412,6 +468,8 @@ class ModelView(QWidget):
             axis = self._detail_plot.getAxis(name)
             if isinstance(axis, TokenAxis):
                 axis.set_tokens(tokens)
+        self._hold_detail_width()
+        QTimer.singleShot(0, self._hold_detail_width)  # again once the axes took the tokens
         self._refresh_images()
         self._refresh_summaries()
         self.take_button.setEnabled(True)

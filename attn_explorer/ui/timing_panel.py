@@ -1,17 +1,21 @@
 """Timing charts: median time per strategy on the current shape, and time vs T (log–log).
 
 All measurement runs in a worker (``LatestRunner``) with a progress bar and a
-Cancel button; the GUI thread only draws what comes back.
+Cancel button; the GUI thread only draws what comes back. Time axes are labelled at
+whole decades with their unit (``1 µs``, ``1 ms``), the tokens axis at ``10¹, 10², …``;
+an empty chart says which key fills it, and the sweep's legend sits under its axis.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -37,11 +41,63 @@ from attn_explorer.ui.workers import LatestRunner
 COLOURS = {"loop": (230, 97, 1), "matmul": (94, 60, 153), "batched": (27, 158, 119)}
 
 
-class _LogSecondsAxis(pg.AxisItem):
-    """Ticks at log10(seconds) positions, labelled in s / ms / µs."""
+#: Shown on a chart until its first measurement arrives.
+BARS_PLACEHOLDER = "Press Ctrl+T (Time strategies)\nto time the strategies on the current shape"
+SWEEP_PLACEHOLDER = "Press Ctrl+Shift+T (Scaling sweep)\nto time every strategy for T = 4 … 1024"
+#: log10 ranges an empty chart shows: 1 µs … 10 s, and T = 4 … 1024.
+EMPTY_SECONDS, EMPTY_TOKENS = (-6.0, 1.0), (math.log10(4) - 0.15, math.log10(1024) + 0.15)
+#: Room one decade label needs along its axis, in pixels: across for x, up for y.
+LABEL_PX_ACROSS, LABEL_PX_UP = 48, 20
+#: The sweep's legend fits on one line from this chart width (pixels), else it takes two.
+LEGEND_ONE_ROW_PX = 520
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def decade_text(power: float) -> str:
+    """10 to a whole ``power``, written as the user reads it: ``10³``, ``10⁻⁶``."""
+    return "10" + str(round(power)).translate(_SUPERSCRIPT)
+
+
+def seconds_text(power: float) -> str:
+    """10 to a whole ``power`` seconds, with its unit: ``1 µs``, ``100 ms``, ``10 s``."""
+    return format_seconds(10.0 ** round(power))
+
+
+class DecadeAxis(pg.AxisItem):
+    """A log10 axis labelled only at whole decades; the 2 … 9 ticks between are unlabelled.
+
+    Its values are log10 of the quantity: pyqtgraph's log mode (the sweep) or heights
+    already in log10 (the bar chart). ``label`` writes one decade. When the decades
+    are too close for their labels, only every 2nd (3rd, …) is labelled and the
+    minor ticks go; a view narrower than a decade labels its minor ticks instead.
+    """
+
+    def __init__(self, orientation: str, label: Callable[[float], str] = decade_text) -> None:
+        super().__init__(orientation)
+        self._label = label
+        self._label_minor = False
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[Any, list]]:
+        low, high = sorted((minVal, maxVal))
+        decades = max(high - low, 1e-9)
+        room = LABEL_PX_UP if self.orientation in ("left", "right") else LABEL_PX_ACROSS
+        step = max(1, math.ceil(room * decades / max(size, 1.0)))
+        majors = [float(n) for n in range(math.ceil(low), math.floor(high) + 1) if n % step == 0]
+        minors = [
+            n + math.log10(m)
+            for n in range(math.floor(low), math.ceil(high))
+            for m in range(2, 10)
+            if low <= n + math.log10(m) <= high
+        ]
+        self._label_minor = not majors
+        if not majors:  # less than a decade in view: its 2 … 9 ticks carry the labels
+            return [(1.0, minors)]
+        return [(float(step), majors)] + ([(None, minors)] if step == 1 else [])
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        return [format_seconds(10**v) for v in values]
+        if self._label_minor:
+            return [f"{10.0**v:.2g}" for v in values]
+        return [self._label(v) if abs(v - round(v)) < 1e-6 else "" for v in values]
 
 
 def speedup_text(results: dict[str, TimingResult]) -> str:
@@ -76,21 +132,31 @@ class TimingPanel(QWidget):
         self.runner.busy.connect(self._on_busy)
         self._kind = ""
 
-        self.bars = pg.PlotWidget(axisItems={"left": _LogSecondsAxis("left")})
+        self.bars = pg.PlotWidget(axisItems={"left": DecadeAxis("left", seconds_text)})
         self.bars.setBackground("w")
         self.bars.setTitle("median time per call, current shape (log scale)", size="9pt")
         self.bars.setMouseEnabled(False, False)
         self.bars.hideButtons()
+        self.bars.setMenuEnabled(False)
         self.bars.getAxis("bottom").setTicks([[(n, s) for n, s in enumerate(STRATEGIES)]])
-        self.scaling = pg.PlotWidget()
+        self.bars.setLabel("bottom", "strategy")
+        self.bars.setLabel("left", "time per call")
+        axes = {"bottom": DecadeAxis("bottom"), "left": DecadeAxis("left", seconds_text)}
+        self.scaling = pg.PlotWidget(axisItems=axes)
         self.scaling.setBackground("w")
         self.scaling.setLogMode(x=True, y=True)
+        self.scaling.setMenuEnabled(False)
+        self.scaling.hideButtons()
         self.scaling.setTitle("time vs tokens T (log–log), current H and d", size="9pt")
         self.scaling.setLabel("bottom", "tokens T")
-        self.scaling.setLabel("left", "seconds")
-        self.scaling.addLegend(offset=(5, 5))
+        self.scaling.setLabel("left", "time per call")
+        # Under the axis, in a row of its own: a legend inside the plot covers the curves.
+        self.legend = pg.LegendItem(colCount=4, labelTextSize="8pt")
+        self.scaling.getPlotItem().layout.addItem(self.legend, 4, 1)
         self.scaling.setMinimumHeight(140)
         self.bars.setMinimumHeight(140)
+        self._show_empty(self.bars, BARS_PLACEHOLDER, (-0.6, len(STRATEGIES) - 0.4))
+        self._show_empty(self.scaling, SWEEP_PLACEHOLDER, EMPTY_TOKENS)
 
         self.summary = QLabel("Press “Time strategies” to measure.")
         self.summary.setWordWrap(True)
@@ -171,6 +237,20 @@ class TimingPanel(QWidget):
     def _set_status(self, text: str) -> None:
         self.summary.setText(text)
 
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # One row of four entries when the chart is wide enough, else two rows of two.
+        self.legend.setColumnCount(4 if self.scaling.width() >= LEGEND_ONE_ROW_PX else 2)
+
+    @staticmethod
+    def _show_empty(plot: pg.PlotWidget, text: str, x_range: tuple[float, float]) -> None:
+        """Before any measurement: a sane range (1 µs … 10 s) and what to press, centred."""
+        plot.setXRange(*x_range, padding=0)
+        plot.setYRange(*EMPTY_SECONDS, padding=0)
+        hint = pg.TextItem(text, color=(90, 90, 90), anchor=(0.5, 0.5))
+        hint.setPos(sum(x_range) / 2, sum(EMPTY_SECONDS) / 2)
+        plot.addItem(hint)
+
     def _on_finished(self, result: object) -> None:
         if self._kind == "timing":
             assert isinstance(result, dict)
@@ -184,7 +264,7 @@ class TimingPanel(QWidget):
         self.bars.clear()
         names = [s for s in STRATEGIES if s in results]
         heights = [math.log10(max(results[s].median, 1e-9)) for s in names]
-        floor = min(heights) - 1
+        floor = math.floor(min(heights) - 0.5)  # bars rise from a whole decade
         for n, s in enumerate(names):
             colour = COLOURS[s]
             brush = pg.mkBrush(*colour, 90 if results[s].estimated else 255)
@@ -228,9 +308,14 @@ class TimingPanel(QWidget):
                 f"The loop is predicted to take {format_seconds(loop.median)}; run it anyway"
             )
 
+    def _curve(self, tokens: np.ndarray, times: np.ndarray, name: str, **style: Any) -> None:
+        """One line of the sweep, named in the legend under the chart."""
+        self.legend.addItem(self.scaling.plot(tokens, times, **style), name)
+
     def show_sweep(self, sweep: dict[str, Any]) -> None:
         self.sweep = sweep
         self.scaling.clear()
+        self.legend.clear()
         tokens = np.array(sweep["tokens"], dtype=float)
         for s in STRATEGIES:
             times = np.array(sweep[s], dtype=float)
@@ -238,7 +323,7 @@ class TimingPanel(QWidget):
             if s == "loop":
                 est = np.array(sweep["loop_estimated"], dtype=bool)
                 measured = ~est
-                self.scaling.plot(
+                self._curve(
                     tokens[measured],
                     times[measured],
                     pen=pen,
@@ -248,16 +333,20 @@ class TimingPanel(QWidget):
                 )
                 if est.any():
                     first = max(0, int(np.argmax(est)) - 1)
-                    self.scaling.plot(
+                    self._curve(
                         tokens[first:],
                         times[first:],
                         pen=pg.mkPen(COLOURS[s], width=2, style=Qt.PenStyle.DashLine),
                         name="loop (estimated)",
                     )
             else:
-                self.scaling.plot(
-                    tokens, times, pen=pen, symbol="o", symbolBrush=COLOURS[s], name=s
-                )
+                self._curve(tokens, times, pen=pen, symbol="o", symbolBrush=COLOURS[s], name=s)
+        # Whole decades of time, and a margin beside the first and last T: no point sits
+        # on the frame and the decade labels at the ends have room.
+        seconds = np.log10(np.clip([sweep[s] for s in STRATEGIES], 1e-12, None))
+        self.scaling.setYRange(math.floor(seconds.min()), math.ceil(seconds.max()), padding=0)
+        x_low, x_high = np.log10(tokens.min()), np.log10(tokens.max())
+        self.scaling.setXRange(x_low - 0.15, x_high + 0.15, padding=0)
         last = -1
         ratio = sweep["loop"][last] / max(sweep["batched"][last], 1e-12)
         self.summary.setText(

@@ -5,9 +5,11 @@ import itertools
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QFontMetrics
 
 from attn_explorer.models import load_model
 from attn_explorer.models.testing import write_tiny_bert
+from attn_explorer.ui.model_grid import CELL_GAP_PX, HEAD_LABEL_PX
 from attn_explorer.ui.model_view import ModelView
 
 
@@ -292,3 +294,77 @@ def test_the_dock_can_be_narrow(view):
     """A 1280 × 720 window must not grow to fit the dock (issue 14): small minimum size."""
     hint = view.minimumSizeHint()
     assert hint.width() <= 360 and hint.height() <= 540
+
+
+# -- MiniLM's shape (6 layers × 12 heads) in a side dock ----------------------------------------
+
+
+@pytest.fixture
+def minilm_dir(tmp_path):
+    """6 layers × 12 heads, as all-MiniLM-L6-v2 has."""
+    from attn_explorer.models.testing import tiny_config
+
+    config = tiny_config(num_hidden_layers=6, num_attention_heads=12, hidden_size=24)
+    return write_tiny_bert(tmp_path / "minilm-like", config=config)
+
+
+@pytest.mark.parametrize("size", [(300, 625), (430, 625), (650, 900)])
+def test_twelve_heads_are_all_labelled_and_shown_or_scrollable(qtbot, view, minilm_dir, size):
+    show_result(qtbot, view, minilm_dir, size)
+    grid = view.grid
+    assert [t.replace("\n", " ") for t in grid._head_header.texts()] == [
+        f"head {n}" for n in range(1, 13)
+    ]
+    assert grid._layer_header.texts() == [f"layer {n}" for n in range(1, 7)]
+    port = grid.viewport()
+    if grid.canvas.width() > port.width():  # too narrow: the user can scroll to the rest
+        assert grid.horizontalScrollBar().isVisible() and grid.horizontalScrollBar().maximum() > 0
+    else:
+        for head in range(12):
+            box, _ = view._thumbnails[(5, head)]
+            shown = port.rect().translated(-grid.canvas.pos()).toRectF()
+            assert inside(shown, box.mapRectToScene(box.boundingRect()))
+    # the grid above the head gets only the height its cells fill: no empty band
+    if view._heads.orientation() == Qt.Orientation.Vertical:
+        assert grid.height() - grid.canvas.height() <= HEAD_LABEL_PX + 2 + (
+            grid.horizontalScrollBar().height() if grid.horizontalScrollBar().isVisible() else 0
+        )
+    # "head n" fits over its own cell: neighbours never overlap
+    metrics = QFontMetrics(grid._head_header.label_font())
+    assert metrics.horizontalAdvance("head") <= grid.cell + CELL_GAP_PX
+
+
+def test_selection_frame_is_the_thumbnail(qtbot, view, minilm_dir):
+    show_result(qtbot, view, minilm_dir, (430, 625))
+    view.select_head(2, 7)
+    box, item = view._thumbnails[(2, 7)]
+    frame = box.mapRectToScene(box.boundingRect())
+    image = item.mapRectToScene(item.boundingRect())
+    assert abs(frame.width() - image.width()) <= 1 and abs(frame.height() - image.height()) <= 1
+    assert abs(frame.width() - view.grid.cell) <= 1 and abs(frame.height() - view.grid.cell) <= 1
+
+
+@pytest.mark.parametrize("size", [(300, 625), (430, 625)])
+def test_enlarged_head_fits_inside_its_widget(qtbot, view, minilm_dir, size):
+    show_result(qtbot, view, minilm_dir, size, "the cat sat on the mat and the dog ran " * 2)
+    view.select_head(1, 11)
+    qtbot.wait(20)
+    plot, shown = view._detail_plot, view.detail.viewport().rect().toRectF()
+    assert plot.titleLabel.text == "layer 2 · head 12"
+    for item in (plot.titleLabel, view._colorbar, view._colorbar.axis):
+        rect = view.detail.mapFromScene(item.sceneBoundingRect()).boundingRect().toRectF()
+        assert rect.width() > 0 and inside(shown, rect), item
+    placed = QRect(view.detail.mapTo(view, QPoint(0, 0)), view.detail.size())
+    assert view.rect().contains(placed)
+
+
+def test_summary_table_shows_every_layer(qtbot, view, minilm_dir):
+    show_result(qtbot, view, minilm_dir, (300, 625))
+    view.lower_tabs.setCurrentIndex(1)
+    qtbot.wait(20)
+    table = view.summary_table
+    assert table.isVisible() and table.rowCount() == 6
+    rows = sum(table.rowHeight(row) for row in range(6))
+    assert table.viewport().height() >= rows  # every layer's row, none cut off
+    table.cellClicked.emit(4, 10)  # a click picks the head and shows it enlarged
+    assert view.selected_head == (4, 10) and view.detail.isVisible()
