@@ -1,4 +1,4 @@
-"""The vectors view's state without Qt: dot-product text, selection, projection, one undo per drag."""
+"""The vectors view without Qt: dot-product text, selection, projection, one undo per drag."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_long_vectors_are_summarised():
 
 
 def test_selection_follows_the_exercise_cell_and_says_both_ways():
-    session, vectors = make("exercise")
+    _session, vectors = make("exercise")
     vectors.select_cell(1, 3)
     title, first, second = vectors.dot_lines()
     assert title == "q2 (t2) · k4 (t4)"
@@ -79,7 +79,7 @@ def test_a_bad_selection_is_refused_and_a_removed_token_is_unselected():
 
 
 def test_an_open_prediction_is_not_given_away():
-    session, vectors = make("exercise")
+    _session, vectors = make("exercise")
     stepper = vectors._stepper
     assert stepper is not None
     stepper.seek(6)  # cells done up to (t2, t3); the next step asks about q2·k4
@@ -132,7 +132,7 @@ def test_no_drag_in_a_projection_and_the_caption_says_so():
 
 
 def test_drag_is_refused_for_bad_targets():
-    session, vectors = make()
+    _session, vectors = make()
     assert not vectors.begin_drag("value", 0)
     assert not vectors.begin_drag("query", 9)
     vectors.set_snap(-1.0)
