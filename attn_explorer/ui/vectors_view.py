@@ -32,6 +32,7 @@ from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
+    QGraphicsItem,
     QHBoxLayout,
     QLabel,
     QMenu,
@@ -105,6 +106,7 @@ class VectorsView(QWidget):
         self._preview: tuple[str, int, tuple[float, float]] | None = None
         self._pending: tuple[float, float] | None = None
         self._tips: dict[str, np.ndarray] = {}
+        self._labels: tuple[str, str] = ("", "")
         self._write_timer = QTimer(self)
         self._write_timer.setSingleShot(True)
         self._write_timer.setInterval(DRAG_WRITE_MS)
@@ -115,7 +117,7 @@ class VectorsView(QWidget):
         self._redraw_timer.timeout.connect(self.redraw)
         self._build()
         ev = self.session.events
-        ev.values.connect(lambda matrix: self.schedule_redraw())
+        ev.values.connect(self._on_values_changed)
         ev.shape.connect(self.schedule_redraw)
         ev.tokens.connect(self.schedule_redraw)
         ev.options.connect(self._on_option_changed)
@@ -174,6 +176,9 @@ class VectorsView(QWidget):
             axis = self.plot.getAxis(name)
             axis.setPen(pg.mkPen("k"))
             axis.setTextPen(pg.mkPen("k"))
+            # The axes draw the grid across the whole plot; cached as a pixmap, a drag
+            # (which never moves the axes) repaints only the arrows.
+            axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         for angle in (0, 90):
             axis_line = pg.InfiniteLine(0, angle=angle, pen=pg.mkPen((120, 120, 120), width=1))
             self.plot.addItem(axis_line)
@@ -200,8 +205,6 @@ class VectorsView(QWidget):
         ):  # fmt: skip
             self.plot.addItem(item)
         self._decorations: list[pg.GraphicsObject] = []
-        self.plot.setLabel("bottom", "d1")
-        self.plot.setLabel("left", "d2")
         layout.addWidget(self.plot, 1)
 
         legend = QLabel(
@@ -236,6 +239,13 @@ class VectorsView(QWidget):
     def schedule_redraw(self) -> None:
         self._redraw_timer.start()
 
+    def _on_values_changed(self, matrix: str) -> None:
+        if self.state.dragging is not None and self._preview is not None:
+            # Our own drag's write: the arrow is already drawn there; only the words change.
+            self.text.setText("\n".join(line for line in self.state.dot_lines() if line))
+            return
+        self.schedule_redraw()
+
     def _on_option_changed(self, name: str) -> None:
         if name in ("head", "batch_index", "all"):
             self.schedule_redraw()
@@ -261,8 +271,10 @@ class VectorsView(QWidget):
                 self._tips[matrix][token] = tip
         d = query.shape[1]
         self._sync_controls(d)
-        self.plot.setLabel("bottom", plane.labels[0])
-        self.plot.setLabel("left", plane.labels[1])
+        if plane.labels != self._labels:  # a new label re-lays the axes out: only on change
+            self._labels = plane.labels
+            self.plot.setLabel("bottom", plane.labels[0])
+            self.plot.setLabel("left", plane.labels[1])
         self.caption.setText(state.caption(plane))
         for matrix, shafts, tips in (
             ("query", self.query_shafts, self.query_tips),
@@ -354,14 +366,21 @@ class VectorsView(QWidget):
     # -- the user's hand -----------------------------------------------------------------------
     def _nearest_tip(self, scene_pos: QPointF) -> tuple[str, int] | None:
         """The tip within GRAB_PIXELS of a scene position (queries win ties), or None."""
-        best: tuple[float, str, int] | None = None
         vb = self.view_box
+        at = vb.mapSceneToView(scene_pos)
+        pixel = vb.viewPixelSize()  # (view units per pixel in x, in y)
+        if not (pixel[0] > 0 and pixel[1] > 0):
+            return None
+        best: tuple[float, str, int] | None = None
         for matrix in ("query", "key"):
-            for n, (x, y) in enumerate(self.tips(matrix)):
-                at = vb.mapViewToScene(QPointF(float(x), float(y)))
-                distance = float(np.hypot(at.x() - scene_pos.x(), at.y() - scene_pos.y()))
-                if distance <= GRAB_PIXELS and (best is None or distance < best[0]):
-                    best = (distance, matrix, n)
+            tips = self.tips(matrix)
+            if not len(tips):
+                continue
+            offsets = (tips - [at.x(), at.y()]) / [pixel[0], pixel[1]]  # (T, 2) in pixels
+            distances = np.hypot(offsets[:, 0], offsets[:, 1])
+            n = int(np.argmin(distances))
+            if distances[n] <= GRAB_PIXELS and (best is None or distances[n] < best[0]):
+                best = (float(distances[n]), matrix, n)
         return None if best is None else (best[1], best[2])
 
     def tip_scene_pos(self, matrix: str, token: int) -> QPointF:
@@ -423,6 +442,8 @@ class VectorsView(QWidget):
             self.state.select_cell(sel.query, token)
 
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        if self.state.dragging is not None:
+            return  # the dragged arrow is the one under the hand
         found = self._nearest_tip(scene_pos)
         self.hover.setText(" " if found is None else self.state.describe(*found))
 
