@@ -136,7 +136,7 @@ class VectorsView(QWidget):
         self.first_dim, self.second_dim = QSpinBox(), QSpinBox()
         for spin, value in ((self.first_dim, 1), (self.second_dim, 2)):
             spin.setPrefix("d")
-            spin.setRange(1, 1)
+            spin.setRange(1, 2)
             spin.setValue(value)
             spin.valueChanged.connect(self._on_projection_changed)
         self.projection.currentIndexChanged.connect(self._on_projection_changed)
