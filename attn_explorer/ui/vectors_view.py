@@ -8,7 +8,7 @@ tip previews the arrow at once and writes the session at most every
 :data:`DRAG_WRITE_MS` (the other views follow within a frame or two); the drag's
 writes are one undo entry.
 
-One job at ~470 lines: drawing the arrows and taking the hand that moves them;
+One job at ~520 lines: drawing the arrows and taking the hand that moves them;
 the geometry is in :mod:`attn_explorer.compute.geometry` and the selection, text
 and drags in :mod:`attn_explorer.state.vectors`.
 """
