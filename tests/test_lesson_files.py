@@ -42,13 +42,14 @@ def broken(change) -> dict:
     return data
 
 
-def test_nine_lessons_in_teaching_order():
+def test_ten_lessons_in_teaching_order():
     lessons = load_lessons()
-    assert len(lessons) == 9
-    assert [lesson.id[:2] for lesson in lessons] == [f"{n:02d}" for n in range(1, 10)]
+    assert len(lessons) == 10
+    assert [lesson.id[:2] for lesson in lessons] == [f"{n:02d}" for n in range(1, 11)]
     titles = [lesson.title for lesson in lessons]
     assert titles[0] == "One score is a dot product"
-    assert titles[-1] == "Scaling up"
+    assert titles[-2] == "Scaling up"
+    assert titles[-1] == "Length and direction"
     assert all(lesson.summary for lesson in lessons)
 
 

@@ -186,6 +186,15 @@ def _reveal(window: LessonWindow, batch: int, head: int, i: int, j: int) -> None
             window.stepper.step_forward()
 
 
+def _show_vectors(window: LessonWindow, i: int | None = None, j: int | None = None) -> None:
+    """Open the vectors view on query i (and key j): the arrows behind score cell (i, j)."""
+    window.open_vectors_view()
+    if i is not None and j is not None:
+        window.state.vectors.select_cell(i, j)
+    else:
+        window.state.vectors.select_query(i)
+
+
 def _heatmaps(window: LessonWindow) -> Heatmaps:
     if window.heatmaps is None:
         raise ValueError("the heatmaps are not built yet; point at them first (highlight)")
@@ -350,6 +359,12 @@ ACTIONS: dict[str, Operation] = {
             doc="Bring the stepper or timing panel to the front without framing it.",
         ),
         Operation(
+            "vectors.show",
+            {"i": _OPT, "j": _OPT},
+            _show_vectors,
+            doc="Show queries and keys as arrows, with q_i and k_j highlighted.",
+        ),
+        Operation(
             "enlarge_head",
             {"head": Param("int_or_null")},
             lambda w, head: _heatmaps(w).set_enlarged(head),
@@ -410,6 +425,7 @@ READERS: dict[str, tuple[Callable[[LessonWindow], object], str]] = {
     "prediction": (_prediction_text, "str"),
     "code": (lambda w: strategy_source(w.session.options.strategy), "str"),
     "enlarged": (lambda w: _heatmaps(w).enlarged, "int_or_null"),
+    "vectors_text": (lambda w: "\n".join(w.state.vectors.dot_lines()), "str"),
 }
 
 

@@ -10,6 +10,7 @@ from attn_explorer.state.document import Document
 from attn_explorer.state.results import Results
 from attn_explorer.state.session import Session
 from attn_explorer.state.stepper import Stepper
+from attn_explorer.state.vectors import VectorsState
 
 
 class AppState:
@@ -20,6 +21,8 @@ class AppState:
         #: The loop stepper: an overlay on the result while a step-through is in progress.
         self.stepper = Stepper(self.session)
         self.document = Document(self.session)
+        #: The vectors view's selection, projection and drags.
+        self.vectors = VectorsState(self.session, self.stepper)
 
     @property
     def results(self) -> Results:

@@ -17,6 +17,7 @@ class Command:
     text: str
     undo: Callable[[], None]
     redo: Callable[[], None]
+    merge_key: object = None
 
 
 class History:
@@ -27,10 +28,26 @@ class History:
         self._redo: list[Command] = []
         self._changed = changed
 
-    def push(self, text: str, undo: Callable[[], None], redo: Callable[[], None]) -> None:
-        """Apply a change (``redo``) and remember it; anything undone before is forgotten."""
+    def push(
+        self,
+        text: str,
+        undo: Callable[[], None],
+        redo: Callable[[], None],
+        *,
+        merge_key: object = None,
+    ) -> None:
+        """Apply a change (``redo``) and remember it; anything undone before is forgotten.
+
+        A ``merge_key`` equal to the last command's folds this change into it: one
+        gesture (a drag) is one undo entry, whose undo goes back to before the
+        gesture began and whose redo lands where it ended.
+        """
         redo()
-        self._undo.append(Command(text, undo, redo))
+        last = self._undo[-1] if self._undo else None
+        if merge_key is not None and last is not None and last.merge_key == merge_key:
+            last.redo = redo
+        else:
+            self._undo.append(Command(text, undo, redo, merge_key))
         self._redo.clear()
         self._changed()
 

@@ -43,6 +43,7 @@ def exercise() -> Preset:
         "Adds k4 = (2, 0). Predict: is q2·k4 larger or smaller than q2·k2?",
         _snap(["t1", "t2", "t3", "t4"], q, k),
         Options(scale=False, strategy="loop", predict=True, granularity="cell"),
+        vectors_query=1,  # q2, which the exercise asks about
     )
 
 

@@ -125,8 +125,10 @@ class Session:
         return self.results.compute_now()
 
     # -- undo / redo ----------------------------------------------------------------------
-    def _push(self, text: str, undo: Callable[[], None], redo: Callable[[], None]) -> None:
-        self.history.push(text, undo, redo)
+    def _push(
+        self, text: str, undo: Callable[[], None], redo: Callable[[], None], merge: object = None
+    ) -> None:
+        self.history.push(text, undo, redo, merge_key=merge)
 
     def can_undo(self) -> bool:
         return self.history.can_undo()
@@ -206,11 +208,13 @@ class Session:
         *,
         batch: int | None = None,
         head: int | None = None,
+        merge: object = None,
     ) -> bool:
         """Write a rectangular block with its top-left at (token, dim) of one head's matrix.
 
         The block must fit inside the table and hold finite numbers; otherwise
-        nothing changes and a message says why.
+        nothing changes and a message says why. Successive writes with the same
+        ``merge`` key (one drag of an arrow) are one undo entry.
         """
         b = self.options.batch_index if batch is None else batch
         h = self.options.head if head is None else head
@@ -262,7 +266,9 @@ class Session:
             return run
 
         what = "edit" if values.size == 1 else f"paste {rows}×{cols}"
-        self._push(f"{what} {MATRIX_LETTER[matrix]}", apply(old), apply(values))
+        if merge is not None:
+            what = "drag"
+        self._push(f"{what} {MATRIX_LETTER[matrix]}", apply(old), apply(values), merge)
         return True
 
     # -- structure edits --------------------------------------------------------------------

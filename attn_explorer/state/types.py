@@ -165,3 +165,5 @@ class Preset:
     description: str
     snapshot: Snapshot
     options: Options = field(default_factory=Options)
+    #: A query (0-based) the preset is about: the window opens the vectors view on it.
+    vectors_query: int | None = None

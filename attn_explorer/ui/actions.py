@@ -62,6 +62,7 @@ class WindowActions(QObject):
     shared_scale: QAction
     enlarge: QAction
     dark: QAction
+    vectors: QAction
     presets: dict[str, QAction]
     time_strategies: QAction
     sweep: QAction
@@ -181,6 +182,10 @@ class WindowActions(QObject):
             "Show the current head's heatmap large, or every head",
         )  # fmt: skip
         self.dark = act("Dark palette", w.set_dark, None, "Dark window colours", checkable=True)
+        self.vectors = act(
+            "Show &vectors view", w.open_vectors_view, "F4",
+            "Queries and keys as arrows: see and drag the dot product",
+        )  # fmt: skip
 
     def _presets_actions(self) -> None:
         files = self.window.files
@@ -322,7 +327,7 @@ def build_menu_bar(
     menu("&Edit", [a.undo, a.redo, None, a.copy, a.paste, None, a.add_token, a.remove_token,
                    a.rename_token])  # fmt: skip
     menu("&View", [*a.strategies.values(), None, *a.stages.values(), None, a.shared_scale,
-                   a.enlarge, a.dark, None, *extra.get("View", [])])  # fmt: skip
+                   a.enlarge, a.dark, None, a.vectors, *extra.get("View", [])])  # fmt: skip
     menu("&Presets", list(a.presets.values()))
     menu("&Timing", [a.time_strategies, a.sweep, a.run_loop, a.cancel_timing])
     menu("&Step", extra.get("Step", []))

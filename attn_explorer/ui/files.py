@@ -148,6 +148,11 @@ class FileCommands(QObject):
         )
         if ok:
             self.session.report(f"Loaded preset: {preset.title} — {preset.description}", "info")
+            if preset.vectors_query is not None:  # a preset about one query shows it as an arrow
+                open_view = getattr(self.window, "open_vectors_view", None)
+                if callable(open_view):  # the main window; a bare parent in tests has none
+                    open_view()
+                self.state.vectors.select_query(preset.vectors_query)
         return ok
 
     def new_session(self) -> bool:

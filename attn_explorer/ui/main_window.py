@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from attn_explorer.ui.heatmaps import HeatmapGrid
     from attn_explorer.ui.model_view import ModelView
     from attn_explorer.ui.timing_panel import TimingPanel
+    from attn_explorer.ui.vectors_view import VectorsView
 
 #: How long a status-bar message stays (ms): errors long enough to read, notes shorter.
 ERROR_MESSAGE_MS = 15_000
@@ -109,6 +110,8 @@ class MainWindow(QMainWindow):
         self.timing_panel: TimingPanel | None = None
         self.model_view: ModelView | None = None
         self.model_dock: QDockWidget | None = None
+        self.vectors_view: VectorsView | None = None
+        self.vectors_dock: QDockWidget | None = None
         from attn_explorer.ui.icons import app_icon
 
         self.setWindowIcon(app_icon())
@@ -370,6 +373,7 @@ class MainWindow(QMainWindow):
 
     def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
         """Step the loop to score cell (batch, head, i, j), in the stepper brought to the front."""
+        self.state.vectors.select_cell(i, j)
         self.stepper.seek_cell(batch, head, i, j)
         self._show_dock(self.stepper_dock)
 
@@ -448,6 +452,19 @@ class MainWindow(QMainWindow):
                 )
         self._show_dock(self.model_dock)
         return self.model_view
+
+    def open_vectors_view(self) -> VectorsView:
+        """Show the Vectors dock (queries and keys as arrows), creating it on first use."""
+        if self.vectors_view is None or self.vectors_dock is None:
+            from attn_explorer.ui.vectors_view import VectorsView
+
+            self.vectors_view = VectorsView(self.state.vectors)
+            self.vectors_view.setObjectName("vectors")
+            self.vectors_dock = self._dock(
+                "Vectors", self.vectors_view, Qt.DockWidgetArea.RightDockWidgetArea, "vectors-dock"
+            )
+        self._show_dock(self.vectors_dock)
+        return self.vectors_view
 
     def open_model_folder(self) -> None:
         self.open_model_view().choose_folder()
@@ -545,3 +562,5 @@ class MainWindow(QMainWindow):
         self.stepper.shutdown()
         if self.model_view is not None:
             self.model_view.shutdown()
+        if self.vectors_view is not None:
+            self.vectors_view.shutdown()

@@ -1,0 +1,82 @@
+"""Journeys through the vectors view: see the exercise's perpendicular arrows, drag a tip, undo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+pytestmark = pytest.mark.journey
+
+CTRL = Qt.KeyboardModifier.ControlModifier
+LEFT = Qt.MouseButton.LeftButton
+
+
+def tip_point(view, matrix: str, token: int) -> QPoint:
+    """Where an arrow's tip is in the plot's viewport, as the user sees it."""
+    return view.plot.mapFromScene(view.tip_scene_pos(matrix, token))
+
+
+def view_point(view, x: float, y: float) -> QPoint:
+    from PySide6.QtCore import QPointF
+
+    return view.plot.mapFromScene(view.view_box.mapViewToScene(QPointF(x, y)))
+
+
+def drag(user, view, start: QPoint, path: list[QPoint]) -> None:
+    """Press at ``start``, move through ``path``, release at its end: one drag by hand."""
+    viewport = view.plot.viewport()
+    user.qtbot.mousePress(viewport, LEFT, pos=start)
+    for point in path:
+        user.qtbot.mouseMove(viewport, point)
+        user.settle(40)  # longer than the write throttle: every view follows while dragging
+    user.qtbot.mouseRelease(viewport, LEFT, pos=path[-1])
+    user.settle(20)
+
+
+def test_drag_q2_tip_edits_q_updates_the_grid_and_one_undo_restores_it(user):
+    user.press(Qt.Key.Key_F4)
+    view = user.window.vectors_view
+    assert view is not None and view.isVisible()
+    assert user.window.vectors_dock.isVisible()
+    session = user.window.session
+    np.testing.assert_array_equal(session.head_matrix("query")[1], [0.0, 1.0])
+    start = tip_point(view, "query", 1)
+    target = view_point(view, 1.0, 2.0)
+    middle = QPoint((start.x() + target.x()) // 2, (start.y() + target.y()) // 2)
+    drag(user, view, start, [middle, target])
+    np.testing.assert_array_equal(session.head_matrix("query")[1], [1.0, 2.0])
+    # q2 = (1, 2) against k1 = (1, 0), k2 = (0, 1), k3 = (1, 1): row t2 of S is 1, 2, 3.
+    assert user.grid()[1] == ["1", "2", "3"]
+    user.assert_grid_is_the_result()
+    assert user.window.session.undo_text() == "drag Q"
+    assert view.tips("query")[1].tolist() == [1.0, 2.0]
+    user.press(Qt.Key.Key_Z, CTRL, widget=user.window)
+    np.testing.assert_array_equal(session.head_matrix("query")[1], [0.0, 1.0])
+    assert user.grid()[1] == ["0", "1", "1"]
+    assert view.tips("query")[1].tolist() == [0.0, 1.0]
+
+
+def test_exercise_cell_2_4_highlights_q2_and_k4_with_their_dot_product(user):
+    user.choose("Presets", "Exercise: k4 = (2, 0)")
+    view = user.window.vectors_view
+    assert view is not None and user.window.vectors_dock.isVisible()
+    assert user.window.state.vectors.selection.query == 1  # the preset opens on q2
+    user.click_grid(1, 3)
+    lines = view.text.text().splitlines()
+    assert lines[0] == "q2 (t2) · k4 (t4)"
+    if "?" in lines[1]:  # predict mode asks first: answer it as the user would
+        stepper = user.window.stepper
+        user.click(stepper.answer_edit)
+        user.type_text("0", stepper.answer_edit)
+        user.click(stepper.check_button)
+        assert stepper.stepper.prediction.status == "right"
+        lines = view.text.text().splitlines()
+    assert lines[1:] == ["q·k = 0·2 + 1·0 = 0", "|q| |k| cos θ = 1 · 2 · cos 90° = 0"]
+    # The highlighted arrows are q2 and k4, and k4's projection onto q2 is the origin.
+    q_x, q_y = view.selected_query.getData()
+    k_x, k_y = view.selected_key.getData()
+    assert (list(q_x), list(q_y)) == ([0.0, 0.0], [0.0, 1.0])
+    assert (list(k_x), list(k_y)) == ([0.0, 2.0], [0.0, 0.0])
+    p_x, p_y = view.projection_line.getData()
+    np.testing.assert_allclose([p_x[-1], p_y[-1]], [0.0, 0.0], atol=1e-12)
