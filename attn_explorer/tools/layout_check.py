@@ -156,7 +156,7 @@ def must_see(window: MainWindow, view: str) -> dict[str, QWidget]:
     if view == "model" and window.model_view is not None:
         found["model grid"] = window.model_view.grid
         found["take head button"] = window.model_view.take_button
-        found["model summary table"] = window.model_view.summary_table
+        found["model head / summary tabs"] = window.model_view.lower_tabs
     if window.heatmaps is not None:
         found["heatmaps"] = window.heatmaps
     tabs = [

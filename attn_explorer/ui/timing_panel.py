@@ -3,7 +3,7 @@
 All measurement runs in a worker (``LatestRunner``) with a progress bar and a
 Cancel button; the GUI thread only draws what comes back. Time axes are labelled at
 whole decades with their unit (``1 µs``, ``1 ms``), the tokens axis at ``10¹, 10², …``;
-an empty chart says which key fills it, and the sweep's legend sits under its axis.
+an empty chart says which key fills it, and the sweep's legend sits beside its plot.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -48,8 +47,6 @@ SWEEP_PLACEHOLDER = "Press Ctrl+Shift+T (Scaling sweep)\nto time every strategy 
 EMPTY_SECONDS, EMPTY_TOKENS = (-6.0, 1.0), (math.log10(4) - 0.15, math.log10(1024) + 0.15)
 #: Room one decade label needs along its axis, in pixels: across for x, up for y.
 LABEL_PX_ACROSS, LABEL_PX_UP = 48, 20
-#: The sweep's legend fits on one line from this chart width (pixels), else it takes two.
-LEGEND_ONE_ROW_PX = 520
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
@@ -150,9 +147,10 @@ class TimingPanel(QWidget):
         self.scaling.setTitle("time vs tokens T (log–log), current H and d", size="9pt")
         self.scaling.setLabel("bottom", "tokens T")
         self.scaling.setLabel("left", "time per call")
-        # Under the axis, in a row of its own: a legend inside the plot covers the curves.
-        self.legend = pg.LegendItem(colCount=4, labelTextSize="8pt")
-        self.scaling.getPlotItem().layout.addItem(self.legend, 4, 1)
+        # Right of the plot, in a column of its own: a legend inside the plot covers the
+        # curves, and one under the axis leaves a short dock (720-pixel screens) no plot.
+        self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt")
+        self.scaling.getPlotItem().layout.addItem(self.legend, 2, 3)
         self.scaling.setMinimumHeight(140)
         self.bars.setMinimumHeight(140)
         self._show_empty(self.bars, BARS_PLACEHOLDER, (-0.6, len(STRATEGIES) - 0.4))
@@ -237,11 +235,6 @@ class TimingPanel(QWidget):
     def _set_status(self, text: str) -> None:
         self.summary.setText(text)
 
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        # One row of four entries when the chart is wide enough, else two rows of two.
-        self.legend.setColumnCount(4 if self.scaling.width() >= LEGEND_ONE_ROW_PX else 2)
-
     @staticmethod
     def _show_empty(plot: pg.PlotWidget, text: str, x_range: tuple[float, float]) -> None:
         """Before any measurement: a sane range (1 µs … 10 s) and what to press, centred."""
@@ -309,8 +302,11 @@ class TimingPanel(QWidget):
             )
 
     def _curve(self, tokens: np.ndarray, times: np.ndarray, name: str, **style: Any) -> None:
-        """One line of the sweep, named in the legend under the chart."""
+        """One line of the sweep, named in the legend beside the chart."""
         self.legend.addItem(self.scaling.plot(tokens, times, **style), name)
+        # the legend's column as wide as its longest entry, so no name is cut off
+        text = max(label.item.boundingRect().width() for _, label in self.legend.items)
+        self.scaling.getPlotItem().layout.setColumnMinimumWidth(3, text + 38)  # + line sample
 
     def show_sweep(self, sweep: dict[str, Any]) -> None:
         self.sweep = sweep
@@ -329,7 +325,7 @@ class TimingPanel(QWidget):
                     pen=pen,
                     symbol="o",
                     symbolBrush=COLOURS[s],
-                    name="loop (measured)",
+                    name="loop",
                 )
                 if est.any():
                     first = max(0, int(np.argmax(est)) - 1)
@@ -337,7 +333,7 @@ class TimingPanel(QWidget):
                         tokens[first:],
                         times[first:],
                         pen=pg.mkPen(COLOURS[s], width=2, style=Qt.PenStyle.DashLine),
-                        name="loop (estimated)",
+                        name="loop (est.)",
                     )
             else:
                 self._curve(tokens, times, pen=pen, symbol="o", symbolBrush=COLOURS[s], name=s)

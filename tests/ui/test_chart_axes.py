@@ -116,11 +116,14 @@ def test_legend_sits_outside_the_curves(qtbot, panel):
     panel.show_sweep(SWEEP)
     qtbot.wait(50)
     names = [label.text for _, label in panel.legend.items]
-    assert names == ["loop (measured)", "loop (estimated)", "matmul", "batched"]
+    assert names == ["loop", "loop (est.)", "matmul", "batched"]
     view = panel.scaling.getPlotItem().getViewBox().sceneBoundingRect()
     legend = panel.legend.sceneBoundingRect()
-    assert legend.height() > 0 and not legend.intersects(view)
+    # (a pixel of overlap is layout rounding, not a legend over the curves)
+    assert legend.height() > 0 and not legend.adjusted(1, 1, -1, -1).intersects(view)
     assert panel.scaling.rect().contains(legend.toRect())
+    chart = panel.scaling.getPlotItem().sceneBoundingRect()
+    assert chart.right() <= panel.scaling.width() + 1  # the legend does not push it off
 
 
 def test_output_stage_names_the_columns_of_v(qtbot, window):
