@@ -18,6 +18,7 @@ from attn_explorer.compute.pipeline import (
     attention,
     attention_scores,
     causal_keep,
+    stage_source,
 )
 from attn_explorer.compute.projection import (
     MultiHeadResult,
@@ -69,6 +70,7 @@ __all__ = [
     "multi_head_attention",
     "softmax_rows",
     "split_heads",
+    "stage_source",
     "strategy_source",
     "time_strategies",
 ]

@@ -78,19 +78,43 @@ class AttentionResult:
 
     @cached_property
     def scaled(self) -> np.ndarray:
-        return self.scores * self.scores.dtype.type(self.scale)
+        # [stage scaled]
+        scaled = self.scores * self.scores.dtype.type(self.scale)  # scale = 1/√d or 1
+        # [end]
+        return scaled
 
     @cached_property
     def masked(self) -> np.ndarray:
         if self.keep is None:
             return self.scaled
-        return np.where(self.keep, self.scaled, self.scores.dtype.type(-np.inf))
+        # [stage masked]
+        masked = np.where(self.keep, self.scaled, self.scores.dtype.type(-np.inf))  # hide j > i
+        # [end]
+        return masked
 
     def stage(self, name: str) -> np.ndarray | None:
         """The array of a pipeline stage by name (see ``STAGES``)."""
         if name not in STAGES:
             raise ValueError(f"stage: unknown stage {name!r}; choose one of {', '.join(STAGES)}.")
         return getattr(self, name)
+
+
+def stage_source(stage: str) -> str:
+    """The lines of this module that turn the scores into ``stage`` (empty for "scores",
+    which the strategy's own lines make), exactly as they appear in the source."""
+    if stage not in STAGES:
+        raise ValueError(f"stage: unknown stage {stage!r}; choose one of {', '.join(STAGES)}.")
+    if stage == "scores":
+        return ""
+    import inspect
+    import sys
+
+    lines = inspect.getsource(sys.modules[__name__]).splitlines()
+    start = next(n for n, line in enumerate(lines) if line.strip() == f"# [stage {stage}]")
+    end = next(n for n in range(start + 1, len(lines)) if lines[n].strip() == "# [end]")
+    body = lines[start + 1 : end]
+    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
+    return "\n".join(line[indent:] for line in body)
 
 
 def _check_value(value: object, q: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -176,14 +200,19 @@ def attention(
     keep = _combine_keep(t_q, t_k, causal, mask, (*q.shape[:-1], t_k))  # checked before work
     scores = _scores(q, k, strategy)  # (…, T_q, T_k); q and k are checked once, above
     try:
+        # [stage weights]
+        # each row: x = S·scale, hidden keys −inf; x −= max(x); e = exp(x); w = e / sum(e)
         weights, fully = softmax_rows(scores, factor=factor, keep=keep)  # (…, T_q, T_k)
+        # [end]
     except NonFiniteRows as exc:  # inputs are bounded, so only the scale can overflow
         raise ValueError(
             f"scores: S · scale is not finite (NaN or ±inf) in query row {exc.row} "
             f"(scale = {factor:g}, {scores.dtype}); use a smaller scale or smaller "
             "query/key values."
         ) from None
+    # [stage output]
     output = None if v is None else np.matmul(weights, v)  # (…,T_q,T_k) @ (…,T_k,d_v)
+    # [end]
     return AttentionResult(
         scores=scores,
         weights=weights,

@@ -9,22 +9,31 @@ from __future__ import annotations
 from functools import cache
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
+    QTextEdit,
     QVBoxLayout,
     QWidget,
 )
 
-from attn_explorer.compute import strategy_source
+from attn_explorer.compute import stage_source, strategy_source
 from attn_explorer.state import Session
+from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.results import Results
+
+STAGE_COLOUR = QColor(255, 214, 102, 110)  # the lines that made the shown stage
 
 
 @cache
 def _source(strategy: str) -> str:
     return strategy_source(strategy)  # reads the module's source: do it once
+
+
+@cache
+def _stage_source(stage: str) -> str:
+    return stage_source(stage)
 
 
 class CodePanel(QWidget):
@@ -61,9 +70,16 @@ class CodePanel(QWidget):
         self.set_provenance()
 
     def set_strategy(self, name: str) -> None:
+        """The strategy's lines for S, then, for a later stage, the lines that made it from S
+        (highlighted and scrolled into view)."""
+        stage = self.session.options.stage
         text = _source(name)
+        extra = _stage_source(stage)
+        if extra:
+            text += f"\n\n# then {STAGE_NAMES[stage]} (compute/pipeline.py):\n{extra}"
         if self.code.toPlainText() != text:
             self.code.setPlainText(text)
+            self._mark_stage(extra)
         b, h, t, d = self.session.shape
         where = {
             "loop": f"Every one of the B·H·T·T = {b * h * t * t:,} cells is a visit of the loop "
@@ -74,6 +90,23 @@ class CodePanel(QWidget):
             f"d={d}) @ (B={b}, H={h}, d={d}, T={t}) → (B={b}, H={h}, T={t}, T={t}).",
         }[name]
         self.where.setText(where)
+
+    def _mark_stage(self, extra: str) -> None:
+        selections = []
+        if extra:
+            document = self.code.document()
+            first = document.blockCount() - extra.count("\n") - 1
+            for n in range(first, document.blockCount()):
+                selection = QTextEdit.ExtraSelection()
+                selection.format.setBackground(STAGE_COLOUR)
+                selection.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+                selection.cursor = QTextCursor(document.findBlockByNumber(n))
+                selections.append(selection)
+            self.code.moveCursor(QTextCursor.MoveOperation.End)
+            self.code.ensureCursorVisible()
+        else:
+            self.code.moveCursor(QTextCursor.MoveOperation.Start)
+        self.code.setExtraSelections(selections)
 
     def set_provenance(self) -> None:
         """How the shown result was computed and whether the strategies agree."""

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QPushButton,
     QSplitter,
+    QStyle,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -360,7 +361,12 @@ class LessonsDock(QDockWidget):
         self.visibilityChanged.connect(self._on_visibility_changed)
         self.start_button = QPushButton("Start here: guided lessons")
         self.start_button.setToolTip(f"Open the lessons (Help ▸ Lessons, {SHORTCUT})")
-        self.start_button.setFlat(True)
+        # A raised button with the "play" icon, not flat text in the menu bar: it reads as
+        # something to press. Bold, so it is the first thing a newcomer sees.
+        self.start_button.setIcon(
+            self.start_button.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay)
+        )
+        self.start_button.setAutoDefault(False)
         bold = self.start_button.font()
         bold.setBold(True)
         # a font, not a style sheet: the text follows light and dark palettes

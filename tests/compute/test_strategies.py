@@ -100,3 +100,29 @@ def test_loop_strategy_source_executes_as_shown():
     assert scores[0][0] == [[1, 0, 1, 2], [0, 1, 1, 0], [1, 1, 2, 2]]
     direct = scores_loop(np.array(query), np.array(key))
     assert direct[0, 0].tolist() == scores[0][0]
+
+
+def test_stage_source_is_the_running_code_and_computes_the_stage():
+    """The lines shown for each later stage are lines of pipeline.py, and the scaled and
+    masked ones, run on the worked example's scores, give that stage."""
+    import attn_explorer.compute.pipeline as pipeline
+    from attn_explorer.compute import STAGES, attention, stage_source
+
+    body = inspect.getsource(pipeline)
+    assert stage_source("scores") == ""
+    for stage in STAGES[1:]:
+        shown = stage_source(stage)
+        assert shown, stage
+        for line in shown.splitlines():
+            assert line.strip() in body
+    q = np.array([[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]])
+    result = attention(q, q, causal=True)
+    names: dict = {"np": np, "self": result}
+    exec(stage_source("scaled"), names)
+    np.testing.assert_array_equal(names["scaled"], result.scaled)
+    exec(stage_source("masked"), names)
+    np.testing.assert_array_equal(names["masked"], result.masked)
+    assert "softmax_rows(scores" in stage_source("weights")
+    assert "np.matmul(weights, v)" in stage_source("output")
+    with pytest.raises(ValueError, match="unknown stage"):
+        stage_source("logits")

@@ -196,6 +196,7 @@ def test_help_menu_shortcut_and_start_here(qtbot, window, new_window):
     assert action in window.menus["Help"].actions()
     assert action.shortcut().toString() == SHORTCUT
     assert dock.start_button.isVisible()  # first launch
+    assert not dock.start_button.isFlat() and not dock.start_button.icon().isNull()  # a button
     qtbot.mouseClick(dock.start_button, Qt.MouseButton.LeftButton)
     assert dock.isVisible()
     assert p.runner is not None and p.runner.lesson.id == LESSONS[0].id

@@ -336,3 +336,21 @@ def test_new_token_count_for_the_same_heads_reuses_the_plots(window):
     assert (rect.width(), rect.height()) == (6, 6)
     ticks = plots[0].left._tickLevels[0]
     assert [label for _, label in ticks][-1] == window.session.tokens[-1]
+
+
+def test_the_code_panel_shows_the_lines_that_made_the_chosen_stage(qtbot, window):
+    """Choosing a stage in the toolbar shows, under the strategy's lines for S, the lines
+    that turn S into that stage, highlighted."""
+    from attn_explorer.compute import stage_source
+
+    combo = window.options_bar.stage
+    code = window.code_panel.code
+    assert "softmax_rows" not in code.toPlainText()
+    combo.setCurrentIndex(combo.findData("weights"))
+    qtbot.waitUntil(lambda: "softmax_rows(scores" in code.toPlainText())
+    assert stage_source("weights") in code.toPlainText()
+    assert "np.matmul(query, key_t)" in code.toPlainText()  # the batched S is still shown
+    assert len(code.extraSelections()) == stage_source("weights").count("\n") + 1
+    combo.setCurrentIndex(combo.findData("scores"))
+    qtbot.waitUntil(lambda: "softmax_rows" not in code.toPlainText())
+    assert code.extraSelections() == []
