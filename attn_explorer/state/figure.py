@@ -81,3 +81,42 @@ def build_figure(session: Session, stage: str, heads: Sequence[int]) -> Figure:
         shared_scale=options.shared_scale or len(panels) == 1,
         columns=max(1, math.ceil(math.sqrt(len(panels)))),
     )
+
+
+# -- the explorer's grid of heads --------------------------------------------------------
+MIN_HEAD_PX = 48  # one head's column: its title ("head 16", 8 pt) over a few cells
+MIN_BAR_PX = 80  # a colour bar with its tick labels and caption
+TITLE_PX = 18  # a thumbnail's title row
+
+
+def best_columns(
+    count: int,
+    width: float,
+    height: float,
+    t_q: int,
+    t_k: int,
+    bar_px: float,
+    per_column_px: float = 0,
+) -> int:
+    """How many columns lay out ``count`` heads of T_q × T_k cells in a ``width`` × ``height``
+    view with the biggest cells (a wide, short dock gets a row; a tall one a column).
+    ``bar_px`` is taken once (a shared colour bar), ``per_column_px`` per column (a bar per
+    head).
+
+    Columns narrower than :data:`MIN_HEAD_PX` (where a title no longer fits) are not
+    considered, unless nothing else fits.
+    """
+    if count <= 1:
+        return 1
+    best, best_size = 1, -1.0
+    for columns in range(1, count + 1):
+        rows = math.ceil(count / columns)
+        if columns > 1 and rows == math.ceil(count / (columns - 1)):
+            continue  # one more column and no fewer rows: only narrower cells
+        column_px = (width - bar_px) / columns - per_column_px
+        if column_px < MIN_HEAD_PX and columns > 1:
+            break
+        size = min(column_px / t_k, (height / rows - TITLE_PX) / t_q)
+        if size > best_size:
+            best, best_size = columns, size
+    return best

@@ -207,12 +207,13 @@ def clipped(window: MainWindow, view: str, small_screen: bool) -> list[str]:
                 f"{what} is cut off: {shown.width()}×{shown.height()} of "
                 f"{widget.width()}×{widget.height()} px visible"
             )
-    problems.extend(_plot_problems(window))
+    problems.extend(_plot_problems(window, small_screen))
     return problems
 
 
-def _plot_problems(window: MainWindow) -> list[str]:
-    """Each heatmap plot and the colour bar lie inside the heatmap view, with room to read."""
+def _plot_problems(window: MainWindow, small_screen: bool = False) -> list[str]:
+    """Each heatmap plot and the colour bar lie inside the heatmap view, with room to read
+    (cells at least 24 px, or 12 px on a screen below 1280 × 720)."""
     grid = window.heatmaps
     if grid is None:
         return ["the heatmaps were never built"]
@@ -222,6 +223,8 @@ def _plot_problems(window: MainWindow) -> list[str]:
     for what, item in grid.layout_items().items():
         rect = view.mapFromScene(item.sceneBoundingRect()).boundingRect()
         least = 24 if what.endswith("cells") or what.startswith("colour") else 12
+        if small_screen and what.endswith("cells"):
+            least = 12
         if rect.width() < least or rect.height() < least:
             problems.append(f"{what} is only {rect.width()}×{rect.height()} px")
         elif not box.adjusted(-SLACK, -SLACK, SLACK, SLACK).contains(rect):
@@ -233,15 +236,23 @@ def _plot_problems(window: MainWindow) -> list[str]:
 
 
 def window_problems(window: MainWindow) -> list[str]:
-    """The window's frame lies inside the free area of its screen."""
+    """The window's frame lies inside the free area of its screen, and its contents could
+    fit there (a long unwrapped label can make the minimum wider than the screen)."""
     screen = window.screen().availableGeometry()
     frame = window.frameGeometry()
-    if screen.contains(frame):
-        return []
-    return [
-        f"the window ({frame.x()},{frame.y()} {frame.width()}×{frame.height()}) runs off the "
-        f"screen's free area ({screen.width()}×{screen.height()})"
-    ]
+    problems = []
+    if not screen.contains(frame):
+        problems.append(
+            f"the window ({frame.x()},{frame.y()} {frame.width()}×{frame.height()}) runs off "
+            f"the screen's free area ({screen.width()}×{screen.height()})"
+        )
+    least = window.minimumSizeHint()
+    if least.width() > screen.width() or least.height() > screen.height():
+        problems.append(
+            f"the window's contents need at least {least.width()}×{least.height()}, more than "
+            f"the screen's free area ({screen.width()}×{screen.height()})"
+        )
+    return problems
 
 
 # -- views --------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
     python -m attn_explorer.tools.screenshots resources/screenshots/
 
-Opens the main window offscreen at 1400 × 900, loads each shot's preset, lets the
-debounced recompute and the workers finish, and saves a grab per shot. Settings and the
+Opens the main window offscreen at 1280 × 800, sets up each shot's view (the same set-ups
+the layout check uses), lets the debounced recompute and the workers finish, and saves a
+grab per shot. Settings and the
 autosave go to a throw-away folder, so the shots never depend on (or change) your own.
 """
 
@@ -16,42 +17,31 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from attn_explorer.state.session import Session
-
-SIZE = (1400, 900)
+SIZE = (1280, 800)  # a common laptop / projector size: what most users and classrooms see
 
 
 @dataclass(frozen=True)
 class Shot:
-    """One screenshot: a file name, the preset it shows and a caption for the README."""
+    """One screenshot: a file name, the view it shows (see ``layout_check.SETUPS``) and a
+    caption for the README."""
 
     filename: str
-    preset: str
+    view: str
     caption: str
-    options: tuple[tuple[str, object], ...] = ()
 
 
 SHOTS = (
-    Shot("main-window.png", "worked", "The worked example: Q, K, the score grid and its heatmap"),
+    Shot("main-window.png", "main", "The worked example: Q, K, the score grid and its heatmap"),
     Shot(
-        "four-heads.png",
-        "random",
-        "Four heads of seeded random numbers, softmax weights",
-        (("stage", "weights"),),
+        "stepper.png",
+        "stepper",
+        "Stepping the loop in predict mode: the cell, the line of code and its locals",
     ),
+    Shot("four-heads.png", "heads", "Sixteen heads of seeded random numbers, one shared scale"),
+    Shot("sweep.png", "sweep", "Timing: the three strategies, and how they grow with T"),
+    Shot("model-view.png", "model", "A BERT-family model: every layer and head, one enlarged"),
 )
-
-
-def _apply(session: Session, shot: Shot) -> None:
-    from attn_explorer.state.presets import preset
-
-    chosen = preset(shot.preset)
-    session.load(chosen.snapshot, chosen.options, text=f"screenshot {shot.preset}")
-    for name, value in shot.options:
-        session.set_option(name, value)
 
 
 def take(
@@ -63,6 +53,7 @@ def take(
     """Save one PNG per shot into ``folder``; returns the paths written."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+    from attn_explorer.tools.layout_check import SETUPS
     from attn_explorer.tools.self_test import close_quietly, settle
     from attn_explorer.ui.app import qt_application
 
@@ -74,11 +65,12 @@ def take(
     for shot in shots:
         window = MainWindow()
         try:
+            window.setMinimumSize(0, 0)
             window.resize(*size)
             window.show()
             settle(app)
-            _apply(window.session, shot)
-            settle(app, 1.0)
+            SETUPS[shot.view](window)
+            settle(app, 1.5)
             image = window.grab().toImage()
             got = (image.width(), image.height())
             if got != size:

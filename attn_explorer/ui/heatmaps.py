@@ -4,6 +4,10 @@ Rows are queries (top to bottom), columns are keys (left to right). Colours come
 from :mod:`attn_explorer.colormaps` (diverging about 0 for scores, sequential
 0..1 for weights), converted to RGB here after downsampling to about the pixels
 on screen, so 16 heads of 2048×2048 redraw without freezing.
+
+One job: the explorer's live view of a stage, head by head. The plot items, their layout
+in the view (how many columns: :func:`attn_explorer.state.figure.best_columns`), the colour
+bar and the mouse belong together because each redraw touches all of them.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.GraphicsScene.mouseEvents import MouseClickEvent
-from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtCore import QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QMenu, QToolTip, QVBoxLayout, QWidget
 
 from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.state import Session
+from attn_explorer.state.figure import MIN_BAR_PX, MIN_HEAD_PX, best_columns
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.results import Results
 from attn_explorer.state.stepper import Frame, Stepper
@@ -41,6 +47,9 @@ def downsample(values: np.ndarray, limit: int = MAX_PIXELS) -> np.ndarray:
     if step_r == step_c == 1:
         return values
     return values[..., ::step_r, ::step_c]
+
+
+RELAYOUT_MS = 120  # after a resize settles, choose the number of columns again
 
 
 class _TokenAxis(pg.AxisItem):
@@ -163,6 +172,7 @@ class HeatmapGrid(QWidget):
         self.hover = QLabel("Hover a heatmap for (head, query i, key j, value).")
         self.hover.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.hover.setTextFormat(Qt.TextFormat.PlainText)  # token names are text, never HTML
+        self.hover.setWordWrap(True)  # a long read-out wraps, never widening the window
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.view, 1)
@@ -176,6 +186,10 @@ class HeatmapGrid(QWidget):
         self._stage = "scores"
         self._frame: Frame | None = None
         self.ranges: list[tuple[float, float]] = []
+        self._relayout = QTimer(self)
+        self._relayout.setSingleShot(True)
+        self._relayout.setInterval(RELAYOUT_MS)
+        self._relayout.timeout.connect(self._relayout_if_needed)
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.setToolTip(
@@ -210,23 +224,22 @@ class HeatmapGrid(QWidget):
 
     def _rebuild(self, t_q: int, t_k: int) -> None:
         heads = self._heads_shown()
-        key = (
-            tuple(heads),
-            t_q,
-            t_k,
-            self.session.options.shared_scale,
-            tuple(self.session.tokens),
-        )
+        shared = self.session.options.shared_scale
+        columns = self._columns_for(len(heads), t_q, t_k)
+        key = (tuple(heads), t_q, t_k, shared, tuple(self.session.tokens), columns)
         if key == self._layout_key:
             return
         old_key, self._layout_key = self._layout_key, key
-        if old_key is not None and old_key[0] == key[0] and old_key[3] == key[3]:
+        same = old_key is not None and (old_key[0], old_key[3], old_key[5]) == (
+            key[0],
+            key[3],
+            key[5],
+        )
+        if same:
             self._resize_plots(t_q, t_k)  # same heads and layout: keep the plots
             return
         self.view.clear()
         self.plots, self.images, self.bars = [], [], []
-        columns = max(1, math.ceil(math.sqrt(len(heads))))
-        shared = self.session.options.shared_scale
         tokens = self.session.tokens
         # Many small heads: axes would crowd out the cells, so thumbnails show only their
         # title; the hover read-out and the enlarged head (double-click) carry the labels.
@@ -253,6 +266,9 @@ class HeatmapGrid(QWidget):
                 bar = ColourBar()
                 self.view.addItem(bar, row=row, col=grid_col + 1)
                 self.bars.append(bar)
+        # room for one column of heads and its colour bar: a narrower view gets fewer
+        # columns (see best_columns), never a bar pushed past its edge
+        self.view.setMinimumWidth(MIN_HEAD_PX + MIN_BAR_PX * (1 if shared else 2))
         if shared:
             bar = ColourBar()
             if len(heads) > 1:
@@ -271,6 +287,25 @@ class HeatmapGrid(QWidget):
         for n, bar in enumerate(self.bars):
             items[f"colour bar {n + 1}"] = bar
         return items
+
+    def _columns_for(self, count: int, t_q: int, t_k: int) -> int:
+        width, height = self.view.width(), self.view.height()
+        if width < 50 or height < 50:  # not laid out yet: a square grid
+            return max(1, math.ceil(math.sqrt(count)))
+        if self.session.options.shared_scale:
+            return best_columns(count, width, height, t_q, t_k, MIN_BAR_PX)
+        return best_columns(count, width, height, t_q, t_k, 0, per_column_px=MIN_BAR_PX)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._relayout.start()  # once the size settles: maybe another number of columns
+
+    def _relayout_if_needed(self) -> None:
+        if self._values is None or self._layout_key is None:
+            return
+        _, t_q, t_k = self._values.shape
+        if self._columns_for(len(self._heads_shown()), t_q, t_k) != self._layout_key[5]:
+            self.redraw()
 
     def _hover_hint(self) -> str:
         if len(self._heads_shown()) > COMPACT_HEADS:

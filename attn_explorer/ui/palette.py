@@ -30,6 +30,8 @@ def apply(dark: bool) -> None:
     p.setColor(roles.Link, QColor(100, 170, 255))
     p.setColor(roles.Highlight, QColor(42, 130, 218))
     p.setColor(roles.HighlightedText, QColor(255, 255, 255))
+    # secondary text (timings, hints, placeholders): dimmer than Text, still readable on Base
+    p.setColor(roles.PlaceholderText, QColor(160, 160, 165))
     p.setColor(QPalette.ColorGroup.Disabled, roles.Text, QColor(130, 130, 130))
     p.setColor(QPalette.ColorGroup.Disabled, roles.ButtonText, QColor(130, 130, 130))
     app.setPalette(p)

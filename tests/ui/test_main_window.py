@@ -354,3 +354,19 @@ def test_the_code_panel_shows_the_lines_that_made_the_chosen_stage(qtbot, window
     combo.setCurrentIndex(combo.findData("scores"))
     qtbot.waitUntil(lambda: "softmax_rows" not in code.toPlainText())
     assert code.extraSelections() == []
+
+
+def test_secondary_text_is_readable_in_the_dark_palette(qtbot, window):
+    """View ▸ Dark palette: the dimmed text (placeholders, the stepper's timings) keeps a
+    contrast with the window background a reader can see."""
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    window.commands.dark.trigger()
+    try:
+        palette = QApplication.instance().palette()
+        dim = palette.color(QPalette.ColorRole.PlaceholderText).lightness()
+        back = palette.color(QPalette.ColorRole.Window).lightness()
+        assert dim - back >= 90
+    finally:
+        window.commands.dark.trigger()
