@@ -3,7 +3,7 @@
     attn-explorer export SESSION.json --out DIR [--stage STAGE] [--heads all|montage|current|1,3]
                          [--format png|svg|csv|npz] [--width PX]
     attn-explorer export --example worked --out DIR ...
-    attn-explorer export --model FOLDER --text "..." [--text-pair "..."] --out DIR
+    attn-explorer export --model FOLDER|FILE.gguf --text "..." [--text-pair "..."] --out DIR
 
 Prints each path written, one per line. User errors print one line on stderr
 and exit with status 2; no traceback. Qt runs offscreen when there is no display.
@@ -47,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     source = parser.add_argument_group("what to export (one of)")
     source.add_argument("session", nargs="?", help="a saved session file (.json)")
     source.add_argument("--example", choices=list(PRESETS), help="a built-in example session")
-    source.add_argument("--model", metavar="FOLDER", help="a model folder (with --text)")
+    source.add_argument(
+        "--model", metavar="PATH", help="a BERT model folder or a .gguf decoder file (with --text)"
+    )
     parser.add_argument("--text", help="the text to run through --model")
     parser.add_argument("--text-pair", help="a second text for --model (sentence pairs)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write into")

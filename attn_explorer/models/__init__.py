@@ -1,8 +1,11 @@
-"""Real BERT encoders in pure numpy: load a Hugging Face folder, tokenize, run, look inside.
+"""Real models in pure numpy: BERT encoders and GGUF decoders; tokenize, run, look inside.
 
 Never imports Qt. Public API:
 
-- ``load_model(folder) -> BertModel``; ``model.attention(text, text_pair=None,
+- ``load_model(path) -> BertModel | DecoderModel``: a BERT folder, or a ``.gguf`` file
+  (a Llama-family decoder: ``model.attention(text)`` adds ``logits`` and ``kv_heads``,
+  ``model.generate(prompt, max_new_tokens=20, chat=False) -> Generation``)
+- ``model.attention(text, text_pair=None,
   strategy="batched") -> ModelAttention`` with ``tokens``, ``query``/``key``/``value``
   (L, H, T, d_head), ``scores``/``weights`` (L, H, T, T), ``hidden_states``,
   ``last_hidden_state``, ``truncated``/``notice``, ``summaries()`` and ``head(l, h)``
@@ -20,7 +23,6 @@ from attn_explorer.models.bert import (
     ModelAttention,
     TakenHead,
     expected_shapes,
-    load_model,
 )
 from attn_explorer.models.config import (
     BERT_MODEL_TYPES,
@@ -32,6 +34,8 @@ from attn_explorer.models.config import (
 from attn_explorer.models.discovery import FoundModel, find_models, is_bert_folder
 from attn_explorer.models.errors import MAX_TEXT_CHARS, ModelError, TextError
 from attn_explorer.models.layers import erf, gelu, layer_norm
+from attn_explorer.models.llama import DecoderModel, Generation, load_gguf
+from attn_explorer.models.loading import AnyModel, load_model
 from attn_explorer.models.safetensors import SafetensorsFile, save_safetensors
 from attn_explorer.models.summaries import SUMMARY_NAMES, HeadSummaries, head_summaries
 from attn_explorer.models.tokenizer import Encoding, WordPieceTokenizer
@@ -40,11 +44,14 @@ __all__ = [
     "BERT_MODEL_TYPES",
     "MAX_TEXT_CHARS",
     "SUMMARY_NAMES",
+    "AnyModel",
     "BertConfig",
     "BertModel",
+    "DecoderModel",
     "Encoding",
     "ForwardResult",
     "FoundModel",
+    "Generation",
     "HeadSummaries",
     "ModelAttention",
     "ModelError",
@@ -60,6 +67,7 @@ __all__ = [
     "head_summaries",
     "is_bert_folder",
     "layer_norm",
+    "load_gguf",
     "load_model",
     "read_config",
     "read_tokenizer_config",

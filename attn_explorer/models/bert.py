@@ -224,6 +224,10 @@ class ModelAttention:
     the 1/√d_head scale) and ``weights`` (softmax rows) are (L, H, T, T), rows =
     query token i, columns = key token j. ``hidden_states`` is (L + 1, T, hidden):
     the embeddings, then each layer's output. All float32.
+
+    A decoder (``causal`` True) adds ``logits`` (T, vocab) and ``kv_heads`` (H,): query
+    head h reads key/value head ``kv_heads[h]``, and ``key``/``value`` are the shared
+    (L, H_kv, T, d_head) heads, not repeated copies; ``weights`` are 0 above the diagonal.
     """
 
     tokens: list[str]
@@ -240,6 +244,13 @@ class ModelAttention:
     model_name: str = ""
     truncated: bool = False
     full_length: int = 0
+    causal: bool = False
+    logits: np.ndarray | None = None
+    kv_heads: np.ndarray | None = None
+
+    def kv_head(self, head: int) -> int:
+        """The key/value head query head ``head`` reads (itself unless heads share keys)."""
+        return int(head if self.kv_heads is None else self.kv_heads[head])
 
     @property
     def last_hidden_state(self) -> np.ndarray:
@@ -265,8 +276,8 @@ class ModelAttention:
         return {
             "tokens": list(self.tokens),
             "query": self.query[layer, head].astype(np.float64),
-            "key": self.key[layer, head].astype(np.float64),
-            "value": self.value[layer, head].astype(np.float64),
+            "key": self.key[layer, self.kv_head(head)].astype(np.float64),
+            "value": self.value[layer, self.kv_head(head)].astype(np.float64),
             "layer": int(layer),
             "head": int(head),
             "model_name": self.model_name,

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attn_explorer.models.bert import ModelAttention, load_model
+from attn_explorer.models.bert import ModelAttention
 from attn_explorer.models.errors import check_text
+from attn_explorer.models.loading import load_model
 from attn_explorer.models.session import shown_values
 from attn_explorer.state.export import DEFAULT_WIDTH
 from attn_explorer.state.figure import Figure, Panel
@@ -64,6 +65,10 @@ def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | No
         "text": np.array(text),
         "text_pair": np.array(text_pair or ""),
     }
+    if result.logits is not None:  # a decoder: its next-token scores and shared heads
+        arrays["logits"] = result.logits
+    if result.kv_heads is not None:
+        arrays["kv_heads"] = result.kv_heads
     return write_atomic_with(path, lambda stream: np.savez(stream, allow_pickle=False, **arrays))
 
 
