@@ -5,8 +5,9 @@
 
 The screen comes from the platform (an offscreen configuration file, Xvfb or a real
 display). For each view (the worked example, the stepper mid-loop in predict mode, sixteen
-heads, the timing charts after a sweep, the model view) the window opens at its default
-size for that screen, the view is set up, and the tool checks, from widget geometry:
+heads, the timing charts after a sweep, the model view, the vectors view) the window opens
+at its default size for that screen, the view is set up, and the tool checks, from widget
+geometry:
 
 - the window lies inside the screen's free area;
 - every visible widget lies inside its parent (scrolled content excepted), so nothing is
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     from attn_explorer.ui.main_window import MainWindow
 
-VIEWS = ("main", "stepper", "heads", "sweep", "model")
+VIEWS = ("main", "stepper", "heads", "sweep", "model", "vectors")
 SLACK = 1  # pixels a child may overhang its parent (rounding of fractional layouts)
 
 
@@ -153,6 +154,8 @@ def must_see(window: MainWindow, view: str) -> dict[str, QWidget]:
         found["predict feedback"] = window.stepper.predict_label
     if view == "sweep" and window.timing_panel is not None:
         found["timing charts"] = window.timing_panel
+    if view == "vectors" and window.vectors_view is not None:
+        found["vectors view"] = window.vectors_view
     if view == "model" and window.model_view is not None:
         found["model grid"] = window.model_view.grid
         found["take head button"] = window.model_view.take_button
@@ -317,7 +320,14 @@ def _view_model(window: MainWindow) -> None:
     view.compute_now()
 
 
+def _view_vectors(window: MainWindow) -> None:
+    window.open_vectors_view()
+    _load(window, "exercise")
+    window.seek_cell(0, 0, 1, 3)  # q2 · k4: the exercise's perpendicular pair
+
+
 SETUPS: dict[str, Callable[[MainWindow], None]] = {
+    "vectors": _view_vectors,
     "main": _view_main,
     "stepper": _view_stepper,
     "heads": _view_heads,

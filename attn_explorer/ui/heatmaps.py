@@ -266,9 +266,6 @@ class HeatmapGrid(QWidget):
                 bar = ColourBar()
                 self.view.addItem(bar, row=row, col=grid_col + 1)
                 self.bars.append(bar)
-        # room for one column of heads and its colour bar: a narrower view gets fewer
-        # columns (see best_columns), never a bar pushed past its edge
-        self.view.setMinimumWidth(MIN_HEAD_PX + MIN_BAR_PX * (1 if shared else 2))
         if shared:
             bar = ColourBar()
             if len(heads) > 1:
@@ -277,6 +274,15 @@ class HeatmapGrid(QWidget):
             rows = math.ceil(len(heads) / columns)
             self.view.addItem(bar, row=0, col=columns, rowspan=max(1, rows))
             self.bars.append(bar)
+        # Room for one column of heads and its colour bar(s), so a narrow view gets fewer
+        # columns (see best_columns) and never a bar pushed past its edge; heads with axes
+        # (a few large ones) need what their axes and titles need.
+        if compact:
+            least = MIN_HEAD_PX + MIN_BAR_PX * (1 if shared else 2)
+        else:
+            hint = self.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
+            least = math.ceil(hint / columns + MIN_BAR_PX * (0 if shared else 1)) + 8
+        self.view.setMinimumWidth(least)
 
     def layout_items(self) -> dict[str, pg.GraphicsObject]:
         """What must be on screen, by name: each head's cells and title, each colour bar."""

@@ -443,13 +443,7 @@ class MainWindow(QMainWindow):
                 "Model", self.model_view, Qt.DockWidgetArea.RightDockWidgetArea, "model-dock"
             )
             if self.width() < WIDE_WINDOW:
-                # A third column would squeeze every view: share the inputs' place instead
-                # (their tab stays one click away) and give it almost half the width.
-                self.tabifyDockWidget(self.inputs_dock, self.model_dock)
-                self._show_dock(self.model_dock)
-                self.resizeDocks(
-                    [self.model_dock], [self.width() * 45 // 100], Qt.Orientation.Horizontal
-                )
+                self._share_inputs_place(self.model_dock, share=45)
         self._show_dock(self.model_dock)
         return self.model_view
 
@@ -463,8 +457,19 @@ class MainWindow(QMainWindow):
             self.vectors_dock = self._dock(
                 "Vectors", self.vectors_view, Qt.DockWidgetArea.RightDockWidgetArea, "vectors-dock"
             )
+            if self.width() < WIDE_WINDOW:
+                self._share_inputs_place(self.vectors_dock)
         self._show_dock(self.vectors_dock)
         return self.vectors_view
+
+    def _share_inputs_place(self, dock: QDockWidget, share: int | None = None) -> None:
+        """On a window narrower than WIDE_WINDOW a third column would squeeze every view:
+        ``dock`` shares the inputs' full-height place instead (their tab stays one click
+        away), ``share`` per cent of the width if given."""
+        self.tabifyDockWidget(self.inputs_dock, dock)
+        self._show_dock(dock)
+        if share is not None:
+            self.resizeDocks([dock], [self.width() * share // 100], Qt.Orientation.Horizontal)
 
     def open_model_folder(self) -> None:
         self.open_model_view().choose_folder()
