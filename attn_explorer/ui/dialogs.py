@@ -105,32 +105,48 @@ def export_heatmap(
     return paths
 
 
-def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -> list[Path]:
-    """Choose heads, format and width, then a file name; export and say what was written."""
-    from attn_explorer.state.export import default_filename
-
+def image_options(
+    parent: QWidget,
+    title: str,
+    formats: tuple[str, ...] = EXPORT_FORMATS,
+    heads: str | bool | None = None,
+) -> tuple[str, int, str | None] | None:
+    """The export options every image export asks for, in one form: which heads (unless
+    ``heads`` is False: a view of one head), format and PNG width. Returns
+    ``(format, width, heads)``, or None when the user cancels."""
     dialog = QDialog(parent)
-    dialog.setWindowTitle("Export heatmap")
+    dialog.setWindowTitle(title)
     form = QFormLayout(dialog)
-    which = QComboBox()
-    for value in HEAD_CHOICES:
-        which.addItem(HEAD_LABELS[value], value)
-    if heads is not None:
-        which.setCurrentIndex(max(0, which.findData(heads)))
+    which: QComboBox | None = None
+    if heads is not False:
+        which = QComboBox()
+        for value in HEAD_CHOICES:
+            which.addItem(HEAD_LABELS[value], value)
+        if isinstance(heads, str):
+            which.setCurrentIndex(max(0, which.findData(heads)))
+        form.addRow("heads", which)
     fmt = QComboBox()
-    for name in EXPORT_FORMATS:
+    for name in formats:
         fmt.addItem(name.upper(), name)
     width = QSpinBox()
     width.setRange(MIN_WIDTH, MAX_WIDTH)
     width.setValue(DEFAULT_WIDTH)
     width.setSuffix(" px")
-    form.addRow("heads", which)
     form.addRow("format", fmt)
     form.addRow("width (PNG)", width)
     if not accepted(dialog, form):
+        return None
+    return fmt.currentData(), width.value(), None if which is None else which.currentData()
+
+
+def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -> list[Path]:
+    """Choose heads, format and width, then a file name; export and say what was written."""
+    from attn_explorer.state.export import default_filename
+
+    options = image_options(parent, "Export heatmap", heads=heads)
+    if options is None:
         return []
-    heads_value = which.currentData()
-    ext = fmt.currentData()
+    ext, width_px, heads_value = options
     job = session.options.head if heads_value == "current" else "montage"
     name = default_filename(session, session.options.stage, job, ext)
     path, _ = QFileDialog.getSaveFileName(
@@ -143,7 +159,7 @@ def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -
     errors: list[str] = []
     session.events.message.connect(collect := lambda text, level: errors.append(text))
     try:
-        paths = export_heatmap(session, path, heads_value, width.value(), ext)
+        paths = export_heatmap(session, path, heads_value or "current", width_px, ext)
     finally:
         session.events.message.disconnect(collect)
     if not paths:

@@ -491,29 +491,37 @@ class VectorsView(QWidget):
             painter.end()
         return png_bytes(image)
 
-    def export(self, path: str | Path) -> Path:
-        """Write the view as PNG or SVG (by the file's suffix), atomically."""
+    def export(self, path: str | Path, width: int | None = None) -> Path:
+        """Write the view as PNG (``width`` pixels wide; twice its size on screen by default)
+        or SVG, by the file's suffix, atomically."""
         target = Path(path)
         fmt = target.suffix.lower().lstrip(".")
         if fmt not in ("png", "svg"):
             raise ValueError(f"{target.name}: choose a .png or .svg file name")
-        return write_atomic(target, self.image_bytes(fmt))
+        scale = 2.0 if width is None else width / max(1, self.width())
+        return write_atomic(target, self.image_bytes(fmt, scale))
 
     def export_dialog(self) -> Path | None:
+        """The heatmaps' export options (format, PNG width), then a file name."""
+        from attn_explorer.ui.dialogs import image_options
         from attn_explorer.ui.files import last_dir
 
-        path, chosen = QFileDialog.getSaveFileName(
+        options = image_options(self, "Export vectors view", ("png", "svg"), heads=False)
+        if options is None:
+            return None
+        ext, width, _ = options
+        path, _ = QFileDialog.getSaveFileName(
             self,
             "Export vectors view",
-            str(Path(last_dir()) / f"vectors-head{self.session.options.head + 1}.png"),
-            "PNG (*.png);;SVG (*.svg)",
+            str(Path(last_dir()) / f"vectors-head{self.session.options.head + 1}.{ext}"),
+            f"{ext.upper()} (*.{ext})",
         )
         if not path:
             return None
         if not Path(path).suffix:
-            path += ".svg" if chosen.startswith("SVG") else ".png"
+            path += f".{ext}"
         try:
-            written = self.export(path)
+            written = self.export(path, width)
         except (OSError, ValueError) as exc:
             self.session.report(f"Export failed: {exc}")
             message_box(self, QMessageBox.Icon.Warning, "Export failed", str(exc))

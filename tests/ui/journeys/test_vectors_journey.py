@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtWidgets import QComboBox
 
 pytestmark = pytest.mark.journey
 
@@ -80,3 +81,43 @@ def test_exercise_cell_2_4_highlights_q2_and_k4_with_their_dot_product(user):
     assert (list(k_x), list(k_y)) == ([0.0, 2.0], [0.0, 0.0])
     p_x, p_y = view.projection_line.getData()
     np.testing.assert_allclose([p_x[-1], p_y[-1]], [0.0, 0.0], atol=1e-12)
+
+
+def test_export_the_vectors_view_through_the_heatmaps_export_options(user, tmp_path):
+    """Right-click the plot ▸ Export image…: the same options form as the heatmaps (format,
+    PNG width), then a file name; the PNG has the chosen width."""
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QApplication, QMenu, QSpinBox
+
+    user.press(Qt.Key.Key_F4)
+    view = user.window.vectors_view
+    assert view is not None
+    user.settle(20)
+
+    def set_width(dialog):
+        assert dialog.findChild(QComboBox) is not None  # the format
+        spin = dialog.findChild(QSpinBox)
+        spin.setValue(900)
+
+    user.accept_form(set_width)
+    user.pick_file(tmp_path / "arrows.png")
+
+    def choose_export(tries: int = 0) -> None:
+        menu = QApplication.activePopupWidget()
+        if not isinstance(menu, QMenu):
+            if tries < 200:
+                QTimer.singleShot(10, lambda: choose_export(tries + 1))
+            return
+        (action,) = [a for a in menu.actions() if a.text() == "Export image…"]
+        menu.close()
+        action.trigger()
+
+    QTimer.singleShot(0, choose_export)
+    viewport = view.plot.viewport()
+    user.qtbot.mouseClick(viewport, Qt.MouseButton.RightButton, pos=view_point(view, 0.5, 0.5))
+    user.qtbot.waitUntil(lambda: (tmp_path / "arrows.png").exists(), timeout=5000)
+    assert user.dialogs_seen[-2:] == ["Export vectors view", "Export vectors view"]
+    user.assert_all_answered()
+    image = QImage(str(tmp_path / "arrows.png"))
+    assert image.width() == 900 and not image.isNull()
+    assert "Exported" in user.status()
