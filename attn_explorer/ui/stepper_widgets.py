@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -88,6 +88,7 @@ class FitScrollArea(QScrollArea):
         super().__init__(parent)
         self.setWidgetResizable(False)
         self.setWidget(widget)
+        widget.installEventFilter(self)
         self.setFrameShape(QScrollArea.Shape.NoFrame)
 
     def _fit(self) -> None:
@@ -111,10 +112,12 @@ class FitScrollArea(QScrollArea):
         super().resizeEvent(event)
         self._fit()
 
-    def event(self, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.LayoutRequest:
-            self._fit()
-        return super().event(event)
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        # The panel's own layout asks for a new size (a row shown or hidden, a direction
+        # change): fit again once that layout has settled.
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            QTimer.singleShot(0, self, self._fit)
+        return False
 
 
 class Readout(QWidget):
