@@ -1,15 +1,15 @@
 """How long the UI thread spends per drag event in the vectors view, offscreen.
 
-    python bench/vectors.py [--quick]
+    python bench/vectors.py [--quick] [--tokens 8 24 64]
 
-A real press-move-release on the plot's viewport drags q1's tip through a circle
-while the whole window is up (tables, score grid, heatmaps, stepper), at H = 8,
-T = 64, d = 2. Each row is the UI thread's CPU time (``time.thread_time``) per
-mouse-move event: the arrow redrawn and repainted at once. The session write
-that follows at most every ``DRAG_WRITE_MS`` (the recompute and the repaint of
-every other view) is its own event-loop task and is timed on its own, and
-together with the move it fell due with. The budget is 8 ms p95 per drag event.
-Not a test: the figures go into notes.
+A real press-move-release on the plot's viewport drags q1's tip through a circle while
+the whole window is up (tables, score grid, heatmaps, stepper), at H = 8, d = 2 and T =
+8, 24 (every arrow has its head and label) and 64 (only the selection's). Each row is
+the UI thread's CPU time (``time.thread_time``) per mouse-move event: the arrow redrawn
+and repainted at once. The session write that follows at most every ``DRAG_WRITE_MS``
+(the recompute and the repaint of every other view) is its own event-loop task and is
+timed on its own, and together with the move it fell due with. The budget is 8 ms p95
+per drag event. Not a test: the figures go into notes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,15 @@ BUDGET_MS = 8.0
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer drag events")
+    parser.add_argument("--tokens", type=int, nargs="+", default=[8, 24, 64])
     args = parser.parse_args(argv)
+    for tokens in args.tokens:
+        run(tokens, 60 if args.quick else 300)
+        print()
+    return 0
+
+
+def run(tokens: int, events: int) -> None:
 
     import numpy as np
     from PySide6.QtCore import QPointF, Qt
@@ -40,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from attn_explorer.ui.vectors_view import DRAG_WRITE_MS
 
     app = QApplication.instance() or QApplication([])
-    heads, tokens, dim = 8, 64, 2
+    heads, dim = 8, 2
     window = MainWindow()
     window.ask_before_discard = False
     window.resize(1400, 900)
@@ -71,7 +79,6 @@ def main(argv: list[str] | None = None) -> int:
 
     x0, y0 = (float(c) for c in view.tips("query")[0])
     QTest.mousePress(viewport, Qt.MouseButton.LeftButton, pos=at(x0, y0))
-    events = 60 if args.quick else 300
     per_event: list[float] = []  # the move itself: the arrow redrawn and repainted
     combined: list[float] = []  # the move and any session write that fell due with it
     wall: list[float] = []
@@ -114,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name.ljust(width)}  {value}")
     window.shutdown()
     window.close()
-    return 0
+    window.deleteLater()
+    app.processEvents()
 
 
 if __name__ == "__main__":

@@ -372,8 +372,15 @@ class MainWindow(QMainWindow):
         return True
 
     def seek_cell(self, batch: int, head: int, i: int, j: int) -> None:
-        """Step the loop to score cell (batch, head, i, j), in the stepper brought to the front."""
-        self.state.vectors.select_cell(i, j)
+        """Step the loop to score cell (batch, head, i, j), in the stepper brought to the front.
+
+        The vectors view selects the pair too, but only for the head it draws, and not while
+        the stepper asks for a prediction (the arrows would give the answer away; it
+        selects the pair once the answer is in).
+        """
+        options = self.session.options
+        if (batch, head) == (options.batch_index, options.head) and not options.predict:
+            self.state.vectors.select_cell(i, j)
         self.stepper.seek_cell(batch, head, i, j)
         self._show_dock(self.stepper_dock)
 

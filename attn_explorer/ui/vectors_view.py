@@ -208,7 +208,9 @@ class VectorsView(QWidget):
             self.selected_query, self.selected_key, self.query_tips, self.key_tips,
         ):  # fmt: skip
             self.plot.addItem(item)
-        self._decorations: list[pg.GraphicsObject] = []
+        self._arrow_items: list[pg.ArrowItem] = []  # arrowheads, kept between redraws
+        self._label_items: list[pg.TextItem] = []  # token labels, likewise
+        self._styles: dict[int, tuple[object, ...]] = {}  # item id → what it shows now
         layout.addWidget(self.plot, 1)
 
         legend = QLabel(
@@ -331,13 +333,16 @@ class VectorsView(QWidget):
             self.drop_line.setData([k_tip[0], foot[0]], [k_tip[1], foot[1]])
 
     def _draw_decorations(self) -> None:
-        """Arrowheads and token labels: all of them for a few tokens, else the selection's."""
-        for item in self._decorations:
-            self.plot.removeItem(item)
-        self._decorations = []
+        """Arrowheads and token labels: all of them for a few tokens, else the selection's.
+
+        The items are kept and moved, never built again: a drag redraws on every mouse
+        move, and creating a few dozen graphics items each time took 10–25 ms.
+        """
         sel = self.state.selection
         tokens = self.session.tokens
         few = len(tokens) <= MAX_DECORATED
+        heads: list[tuple[float, float, float, bool, QColor]] = []
+        labels: list[tuple[float, float, str, bool, QColor, bool]] = []
         for matrix, colour, letter, chosen in (
             ("query", QUERY_COLOUR, "q", sel.query),
             ("key", KEY_COLOUR, "k", sel.key),
@@ -347,25 +352,44 @@ class VectorsView(QWidget):
                     continue
                 if x * x + y * y > 0:
                     angle = 180.0 + float(np.degrees(np.arctan2(y, x)))
-                    head = pg.ArrowItem(
-                        pos=(x, y), angle=-angle, headLen=14 if n == chosen else 11,
-                        tailLen=0, pen=pg.mkPen(colour), brush=pg.mkBrush(colour),
-                    )  # fmt: skip
-                    self._add_decoration(head)
+                    heads.append((x, y, -angle, n == chosen, colour))
                 name = tokens[n] if n < len(tokens) else f"t{n + 1}"
-                label = pg.TextItem(
-                    f"{letter}{n + 1} {name}", color=colour, anchor=(0, 1 if letter == "q" else 0)
-                )
-                if n == chosen:
-                    font = QFont()
-                    font.setBold(True)
-                    label.setFont(font)
-                label.setPos(x, y)
-                self._add_decoration(label)
+                labels.append((x, y, f"{letter}{n + 1} {name}", n == chosen, colour, letter == "q"))
+        while len(self._arrow_items) < len(heads):
+            self._arrow_items.append(self._kept(pg.ArrowItem(tailLen=0)))
+        for item, (x, y, angle, chosen, colour) in zip(self._arrow_items, heads, strict=False):
+            style: tuple[object, ...] = (angle, chosen, colour.name())
+            if self._styles.get(id(item)) != style:  # setStyle rebuilds the path: on change
+                item.setStyle(
+                    angle=angle, headLen=14 if chosen else 11, pen=pg.mkPen(colour),
+                    brush=pg.mkBrush(colour),
+                )  # fmt: skip
+                self._styles[id(item)] = style
+            item.setPos(x, y)
+            item.setVisible(True)
+        for item in self._arrow_items[len(heads) :]:
+            item.setVisible(False)
+        while len(self._label_items) < len(labels):
+            self._label_items.append(self._kept(pg.TextItem()))
+        bold, normal = QFont(), QFont()
+        bold.setBold(True)
+        for item, (x, y, text, chosen, colour, above) in zip(
+            self._label_items, labels, strict=False
+        ):
+            style = (text, chosen, colour.name(), above)
+            if self._styles.get(id(item)) != style:
+                item.setText(text, color=colour)
+                item.setFont(bold if chosen else normal)
+                item.setAnchor((0, 1 if above else 0))
+                self._styles[id(item)] = style
+            item.setPos(x, y)
+            item.setVisible(True)
+        for item in self._label_items[len(labels) :]:
+            item.setVisible(False)
 
-    def _add_decoration(self, item: pg.GraphicsObject) -> None:
+    def _kept(self, item: pg.GraphicsObject) -> pg.GraphicsObject:
         self.plot.addItem(item)
-        self._decorations.append(item)
+        return item
 
     # -- the user's hand -----------------------------------------------------------------------
     def _nearest_tip(self, scene_pos: QPointF) -> tuple[str, int] | None:

@@ -121,3 +121,28 @@ def test_export_the_vectors_view_through_the_heatmaps_export_options(user, tmp_p
     image = QImage(str(tmp_path / "arrows.png"))
     assert image.width() == 900 and not image.isNull()
     assert "Exported" in user.status()
+
+
+def test_a_cell_of_another_head_never_shows_this_heads_numbers(user):
+    """The vectors view draws the current head: clicking head 2's heatmap while head 1 is
+    shown leaves its selection alone (head 1's q·k for that cell would be a wrong number);
+    once head 2 is the shown head, the same click selects the pair."""
+    user.choose("Presets", "Causal language model")  # two heads
+    user.window.session.set_option("predict", False)
+    user.press(Qt.Key.Key_F4)
+    state = user.window.state.vectors
+    before = state.selection
+    user.click_heatmap(1, 2, 0)  # head 2, cell (3, 1)
+    user.settle(20)
+    assert user.window.session.options.head == 0
+    assert state.selection == before
+    combo: QComboBox = user.window.options_bar.head
+    combo.setFocus()
+    user.press(Qt.Key.Key_Down, widget=combo)  # head 2 is shown now
+    user.settle(20)
+    user.click_grid(2, 0)
+    user.settle(20)
+    assert (state.selection.query, state.selection.key) == (2, 0)
+    q = user.window.session.matrix("query")[0, 1, 2]
+    k = user.window.session.matrix("key")[0, 1, 0]
+    assert state.dot_lines()[1].endswith(f"= {float(q @ k):.6g}")
