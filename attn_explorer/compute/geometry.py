@@ -14,6 +14,7 @@ import numpy as np
 
 #: Relative size under which a vector counts as having no direction (zero length).
 ZERO_LENGTH = 1e-12
+SIGN_TIE = 1e-6  # relative: |components| this close to the largest count as tied
 
 
 def length(vector: np.ndarray) -> float:
@@ -119,7 +120,8 @@ def pca_plane(query: np.ndarray, key: np.ndarray) -> Plane:
     sees the whole vector: the axes are the top eigenvectors of the second-moment
     matrix Pᵀ P of every query and key row. Sign convention, so the picture never
     flips between recomputes: each axis has its largest-|component| entry
-    positive (the first such entry on a tie). Vectors that span fewer than two
+    positive (the first such entry on a tie, entries within ``SIGN_TIE`` of the largest
+    counting as tied). Vectors that span fewer than two
     directions get the next unused dimension as an axis (explaining 0).
     """
     points = np.concatenate([np.asarray(query, float), np.asarray(key, float)])  # (2T, d)
@@ -134,7 +136,10 @@ def pca_plane(query: np.ndarray, key: np.ndarray) -> Plane:
     for n in range(2):
         if values[order[n]] <= ZERO_LENGTH * max(scale, 1.0):
             axes[n] = _unused_axis(axes[:n], d)
-        biggest = int(np.argmax(np.abs(axes[n])))
+        size = np.abs(axes[n])
+        # the first entry within rounding of the largest: two near-equal components must
+        # not trade places (and mirror the picture) on a 1e-9 edit
+        biggest = int(np.flatnonzero(size >= size.max() * (1 - SIGN_TIE))[0])
         if axes[n, biggest] < 0:
             axes[n] = -axes[n]
     explained = _explained(points, axes)

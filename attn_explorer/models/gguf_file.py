@@ -31,6 +31,7 @@ MAX_METADATA = 100_000
 MAX_KEY_BYTES = 65_535
 MAX_DIMS = 4
 MAX_ELEMENTS = 1 << 40
+MAX_ARRAY_ITEMS = 1 << 24  # a metadata array (a vocabulary has ~50 000–250 000 entries)
 
 # GGUF metadata value types: 0-7 and 10-12 are scalars of these sizes, 8 a string, 9 an array.
 _SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
@@ -99,6 +100,8 @@ class _Header:
         if value_type == _ARRAY and depth == 0:
             item_type = self.unpack("<I", what)
             count = self.unpack("<Q", what)
+            if count > MAX_ARRAY_ITEMS:  # a lying count would loop for minutes below
+                raise self.fail(f"{what} claims {count:,} items (at most {MAX_ARRAY_ITEMS:,})")
             if item_type in _SCALAR_SIZES:
                 self.need(count * _SCALAR_SIZES[item_type], f"{what} ({count:,} items)")
                 self.pos += count * _SCALAR_SIZES[item_type]
@@ -191,14 +194,15 @@ class GGUFFile:
         self.path = Path(path)
         try:
             with open(self.path, "rb") as stream:
-                self._map = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+                header_map = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
             raise ModelError(f"{self.path}: cannot be read ({exc}).") from None
-        view = memoryview(self._map)
+        view = memoryview(header_map)
         try:
             self.scalars, infos, _ = scan_header(view, self.path)
         finally:
             view.release()
+            header_map.close()  # the reader maps the file itself; one map, not two
         self.infos = {info.name: info for info in infos}
         import gguf  # llama.cpp's reader: now that the header is known to be sound
 

@@ -22,7 +22,10 @@ def gguf_in(path: Path) -> Path | None:
         return path
     if not path.is_dir() or (path / "config.json").exists():
         return None
-    found = sorted(p for p in path.iterdir() if p.suffix.lower() == ".gguf" and p.is_file())
+    try:
+        found = sorted(p for p in path.iterdir() if p.suffix.lower() == ".gguf" and p.is_file())
+    except OSError as exc:  # an unreadable folder: one sentence, not a traceback
+        raise ModelError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
     if len(found) > 1:
         names = ", ".join(p.name for p in found[:3])
         raise ModelError(f"{path}: holds {len(found)} GGUF files ({names}…); choose one file.")

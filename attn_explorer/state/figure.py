@@ -84,9 +84,6 @@ def build_figure(session: Session, stage: str, heads: Sequence[int]) -> Figure:
 
 
 # -- the explorer's grid of heads --------------------------------------------------------
-MIN_HEAD_PX = 48  # one head's column: its title ("head 16", 8 pt) over a few cells
-MIN_BAR_PX = 80  # a colour bar with its tick labels and caption
-TITLE_PX = 18  # a thumbnail's title row
 
 
 def best_columns(
@@ -97,14 +94,18 @@ def best_columns(
     t_k: int,
     bar_px: float,
     per_column_px: float = 0,
+    *,
+    min_column_px: float = 0,
+    title_px: float = 0,
 ) -> int:
     """How many columns lay out ``count`` heads of T_q × T_k cells in a ``width`` × ``height``
     view with the biggest cells (a wide, short dock gets a row; a tall one a column).
     ``bar_px`` is taken once (a shared colour bar), ``per_column_px`` per column (a bar per
     head).
 
-    Columns narrower than :data:`MIN_HEAD_PX` (where a title no longer fits) are not
-    considered, unless nothing else fits.
+    Columns narrower than ``min_column_px`` (where a title no longer fits) are not
+    considered, unless nothing else fits; each row loses ``title_px`` to its titles.
+    (The pixel sizes are the widgets'; they are passed in.)
     """
     if count <= 1:
         return 1
@@ -114,9 +115,9 @@ def best_columns(
         if columns > 1 and rows == math.ceil(count / (columns - 1)):
             continue  # one more column and no fewer rows: only narrower cells
         column_px = (width - bar_px) / columns - per_column_px
-        if column_px < MIN_HEAD_PX and columns > 1:
+        if column_px < min_column_px and columns > 1:
             break
-        size = min(column_px / t_k, (height / rows - TITLE_PX) / t_q)
+        size = min(column_px / t_k, (height / rows - title_px) / t_q)
         if size > best_size:
             best, best_size = columns, size
     return best

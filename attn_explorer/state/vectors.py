@@ -104,7 +104,9 @@ class VectorsState:
         self.projection = "pca"
         self.dims = (0, 1)
         self.snap_step = DEFAULT_SNAP
-        self._drag: tuple[str, int, object] | None = None  # (matrix, token, merge key)
+        # (matrix, token, batch, head, merge key): a drag writes where it started, whatever
+        # the window shows meanwhile, so its one undo entry covers one row of one head
+        self._drag: tuple[str, int, int, int, object] | None = None
         self._gestures = itertools.count(1)
         self._stepper = stepper
         session.events.shape.connect(self._clamp)
@@ -235,7 +237,8 @@ class VectorsState:
             return False
         if not 0 <= token < self.session.shape[2]:
             return False
-        self._drag = (matrix, token, ("drag", next(self._gestures)))
+        b, h = self.session.options.batch_index, self.session.options.head
+        self._drag = (matrix, token, b, h, ("drag", next(self._gestures), matrix, b, h, token))
         return True
 
     @property
@@ -251,11 +254,11 @@ class VectorsState:
         """Move the dragged tip to (x, y), snapped; every move of one drag is one undo entry."""
         if self._drag is None:
             return False
-        matrix, token, key = self._drag
+        matrix, token, b, h, key = self._drag
         d = self.session.shape[3]
         x, y = self.snapped(x, y)
         row = [x, y][:d]
-        return self.session.set_block(matrix, token, 0, [row], merge=key)
+        return self.session.set_block(matrix, token, 0, [row], batch=b, head=h, merge=key)
 
     def end_drag(self) -> None:
         self._drag = None

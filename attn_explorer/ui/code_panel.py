@@ -75,6 +75,9 @@ class CodePanel(QWidget):
         stage = self.session.options.stage
         text = _source(name)
         extra = _stage_source(stage)
+        if stage == "masked" and not self.session.options.causal:
+            # nothing is hidden: the masked scores are the scaled ones
+            extra = _stage_source("scaled") + "\n# no mask (causal is off): masked = scaled"
         if extra:
             text += f"\n\n# then {STAGE_NAMES[stage]} (compute/pipeline.py):\n{extra}"
         if self.code.toPlainText() != text:

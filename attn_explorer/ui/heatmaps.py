@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QLabel, QMenu, QToolTip, QVBoxLayout, QWidget
 
 from attn_explorer.colormaps import lut, stage_range, to_rgb
 from attn_explorer.state import Session
-from attn_explorer.state.figure import MIN_BAR_PX, MIN_HEAD_PX, best_columns
+from attn_explorer.state.figure import best_columns
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.results import Results
 from attn_explorer.state.stepper import Frame, Stepper
@@ -50,6 +50,10 @@ def downsample(values: np.ndarray, limit: int = MAX_PIXELS) -> np.ndarray:
 
 
 RELAYOUT_MS = 120  # after a resize settles, choose the number of columns again
+MIN_HEAD_PX = 48  # one head's column: its title ("head 16", 8 pt) over a few cells
+TITLE_PX = 18  # a thumbnail's title row
+BAR_PX = 70  # a colour bar with its tick labels
+SHARED_BAR_PX = 85  # the shared bar, with its caption
 
 
 class _TokenAxis(pg.AxisItem):
@@ -139,7 +143,7 @@ class ColourBar(pg.PlotItem):
         self.setMouseEnabled(False, False)
         self.hideButtons()
         self.setMenuEnabled(False)
-        self.setMaximumWidth(70)
+        self.setMaximumWidth(BAR_PX)
         self.setMinimumWidth(60)
 
     def set_caption(self, text: str) -> None:
@@ -186,6 +190,7 @@ class HeatmapGrid(QWidget):
         self._stage = "scores"
         self._frame: Frame | None = None
         self.ranges: list[tuple[float, float]] = []
+        self._hover_cell: tuple[int, int, int] | None = None  # the cell the read-out names
         self._relayout = QTimer(self)
         self._relayout.setSingleShot(True)
         self._relayout.setInterval(RELAYOUT_MS)
@@ -270,7 +275,7 @@ class HeatmapGrid(QWidget):
             bar = ColourBar()
             if len(heads) > 1:
                 bar.set_caption("one scale shared by all heads")
-                bar.setMaximumWidth(85)
+                bar.setMaximumWidth(SHARED_BAR_PX)
             rows = math.ceil(len(heads) / columns)
             self.view.addItem(bar, row=0, col=columns, rowspan=max(1, rows))
             self.bars.append(bar)
@@ -278,10 +283,10 @@ class HeatmapGrid(QWidget):
         # columns (see best_columns) and never a bar pushed past its edge; heads with axes
         # (a few large ones) need what their axes and titles need.
         if compact:
-            least = MIN_HEAD_PX + MIN_BAR_PX * (1 if shared else 2)
+            least = MIN_HEAD_PX + (SHARED_BAR_PX if shared else 2 * BAR_PX)
         else:
             hint = self.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
-            least = math.ceil(hint / columns + MIN_BAR_PX * (0 if shared else 1)) + 8
+            least = math.ceil(hint / columns + (0 if shared else BAR_PX)) + 8
         self.view.setMinimumWidth(least)
 
     def layout_items(self) -> dict[str, pg.GraphicsObject]:
@@ -299,8 +304,13 @@ class HeatmapGrid(QWidget):
         if width < 50 or height < 50:  # not laid out yet: a square grid
             return max(1, math.ceil(math.sqrt(count)))
         if self.session.options.shared_scale:
-            return best_columns(count, width, height, t_q, t_k, MIN_BAR_PX)
-        return best_columns(count, width, height, t_q, t_k, 0, per_column_px=MIN_BAR_PX)
+            bar, per_column = SHARED_BAR_PX, 0
+        else:
+            bar, per_column = 0, BAR_PX
+        return best_columns(
+            count, width, height, t_q, t_k, bar, per_column,
+            min_column_px=MIN_HEAD_PX, title_px=TITLE_PX,
+        )  # fmt: skip
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -361,6 +371,7 @@ class HeatmapGrid(QWidget):
             self._layout_key = None
         self._stage = stage
         self._values = values[b]  # (H, T_q, T_k)
+        self._hover_cell = None  # new numbers: the next move describes its cell afresh
         if shape_changed:
             self.hover.setText(self._hover_hint())  # a read-out of the old shape is wrong now
         self.redraw()
@@ -453,6 +464,9 @@ class HeatmapGrid(QWidget):
 
     def _on_mouse_moved(self, pos: QPointF) -> None:
         cell = self._cell_at(pos)
+        if cell == self._hover_cell:
+            return  # same cell (or still outside): nothing to say again
+        self._hover_cell = cell
         if cell is not None:
             text = self.describe(*cell)
             self.hover.setText(text)

@@ -532,7 +532,7 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if not getattr(self, "_kept_inside", False):
             self._kept_inside = True  # once: the frame's size is known only now
-            QTimer.singleShot(0, lambda: screen_fit.keep_inside(self))
+            QTimer.singleShot(0, self, lambda: screen_fit.keep_inside(self))
         if not self._state_restored and not getattr(self, "_docks_sized", False):
             self._docks_sized = True
             QTimer.singleShot(0, self._default_dock_sizes)

@@ -65,10 +65,16 @@ def available_area(window: QWidget) -> Rect:
 
 def fit_window(window: QWidget) -> None:
     """Give ``window`` its minimum and default size for the screen it is on."""
+    from PySide6.QtCore import Qt
+
     available = available_area(window)
     window.setMinimumSize(*minimum_size(available))
     x, y, w, h = default_geometry(available)
     window.setGeometry(x, y, w, h)
+    if (x, y, w, h) == available:
+        # All of a small screen: maximised, so the window manager fits the title bar and
+        # borders in too (their size is unknown until the window is shown).
+        window.setWindowState(window.windowState() | Qt.WindowState.WindowMaximized)
 
 
 def saved_frame_fits(saved: object) -> bool:

@@ -31,7 +31,7 @@ from PySide6.QtCore import (
     Qt,
     QTimer,
 )
-from PySide6.QtGui import QColor, QFont, QImage, QPainter
+from PySide6.QtGui import QColor, QFont, QHideEvent, QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (
     QComboBox,
@@ -246,7 +246,8 @@ class VectorsView(QWidget):
         self._redraw_timer.start()
 
     def _on_values_changed(self, matrix: str) -> None:
-        if self.state.dragging is not None and self._preview is not None:
+        dragging = self.state.dragging
+        if dragging is not None and self._preview is not None and dragging[0] == matrix:
             # Our own drag's write: the arrow is already drawn there; only the words change.
             self.text.setText("\n".join(line for line in self.state.dot_lines() if line))
             return
@@ -309,9 +310,10 @@ class VectorsView(QWidget):
 
     def _sync_controls(self, d: int) -> None:
         projected = d > 2
-        for spin in (self.first_dim, self.second_dim):
+        for spin, dim in zip((self.first_dim, self.second_dim), self.state.dims, strict=True):
             spin.blockSignals(True)
             spin.setRange(1, max(1, d))
+            spin.setValue(min(dim, max(0, d - 1)) + 1)  # the boxes say what the plot shows
             spin.blockSignals(False)
             spin.setEnabled(projected and self.state.projection == "dims")
         self.projection.setEnabled(projected)
@@ -552,6 +554,13 @@ class VectorsView(QWidget):
             return None
         self.session.report(f"Exported {written}", "info")
         return written
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        # A drag whose release never arrives (the dock closed or tabbed away mid-drag) ends
+        # here, so later edits redraw the arrows again.
+        if self.state.dragging is not None:
+            self._drag_release()
+        super().hideEvent(event)
 
     def shutdown(self) -> None:
         self._write_timer.stop()

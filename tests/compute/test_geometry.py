@@ -124,3 +124,19 @@ def test_two_chosen_dimensions():
         dims_plane(query, key, 1, 1)
     with pytest.raises(ValueError, match="d1 to d3"):
         dims_plane(query, key, 0, 3)
+
+
+def test_pca_sign_does_not_flip_when_two_components_nearly_tie():
+    """Two near-equal components of an axis must not trade places on a tiny edit and mirror
+    the picture (found in review: ±1e-9 on one value flipped PC1)."""
+    from attn_explorer.compute.geometry import pca_plane
+
+    q = np.array([[1.0, -1.0, 0.0], [2.0, -2.0, 0.1]])
+    k = np.array([[0.5, -0.5, 0.0]])
+    planes = []
+    for nudge in (-1e-9, 0.0, 1e-9):
+        edited = q.copy()
+        edited[1, 0] += nudge
+        planes.append(pca_plane(edited, k).axes)
+    for axes in planes[1:]:
+        np.testing.assert_allclose(axes[0], planes[0][0], atol=1e-6)

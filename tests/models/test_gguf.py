@@ -351,3 +351,31 @@ def test_a_lying_tensor_count_and_not_a_gguf(tmp_path):
         load_model(path)
     with pytest.raises(ModelError, match="no such file"):
         load_model(tmp_path / "missing.gguf")
+
+
+def test_a_huge_array_count_is_refused_before_the_items_are_walked(tmp_path):
+    """A string array's count is checked against a cap first: in a big file, a count that
+    passes the bytes-left check would be walked item by item for minutes."""
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path)
+    data = bytearray(path.read_bytes())
+    key = struct.pack("<Q", len("tokenizer.ggml.tokens")) + b"tokenizer.ggml.tokens"
+    at = data.index(key) + len(key) + 4 + 4  # after the value type and the item type
+    struct.pack_into("<Q", data, at, 1 << 25)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match=r"claims 33,554,432 items \(at most 16,777,216\)"):
+        load_model(path)
+
+
+def test_an_unreadable_model_folder_is_one_model_error(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    folder = tmp_path / "locked"
+    folder.mkdir()
+
+    def refuse(self):  # what listing a folder without read permission raises
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    with pytest.raises(ModelError, match="locked: cannot be read \\(Permission denied\\)"):
+        load_model(folder)

@@ -370,3 +370,15 @@ def test_secondary_text_is_readable_in_the_dark_palette(qtbot, window):
         assert dim - back >= 90
     finally:
         window.commands.dark.trigger()
+
+
+def test_the_masked_stage_without_a_mask_shows_no_masking_line(qtbot, window):
+    """Causal off: the masked stage is the scaled one, and the code panel says so instead of
+    highlighting an np.where that did not run."""
+    combo = window.options_bar.stage
+    code = window.code_panel.code
+    combo.setCurrentIndex(combo.findData("masked"))
+    qtbot.waitUntil(lambda: "masked = scaled" in code.toPlainText())
+    assert "np.where" not in code.toPlainText()
+    window.options_bar.causal.click()
+    qtbot.waitUntil(lambda: "np.where(self.keep" in code.toPlainText())

@@ -21,7 +21,21 @@ def test_export_writes_png_and_svg(qtbot, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = svg.read_text(encoding="utf-8")
     assert text.lstrip().startswith("<?xml") and "<svg" in text
-    assert "q·k" in text or "q&#183;k" in text or "q2" in text  # the words are vector text
+    assert "q2 (t2) · k3 (t3)" in text  # the dot-product words are text in the SVG
     with pytest.raises(ValueError, match=r"\.png or \.svg"):
         view.export(tmp_path / "v.jpg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["v.png", "v.svg"]  # no temp left
+
+
+def test_dimension_boxes_follow_the_plot_after_d_shrinks_and_grows(qtbot):
+    """d = 5 → 1 → 5: the boxes come back to what the plot shows (d1 and d2), not d1, d1."""
+    state = AppState()
+    view = VectorsView(state.vectors)
+    qtbot.addWidget(view)
+    view.show()
+    session = state.session
+    for d in (5, 1, 5):
+        assert session.resize(dim=d)
+        view.redraw()
+    assert state.vectors.dims == (0, 1)
+    assert (view.first_dim.value(), view.second_dim.value()) == (1, 2)
