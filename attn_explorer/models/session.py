@@ -204,9 +204,12 @@ def generate_tokens(
         rows.append(row)
         report(
             GenerationState(
-                prompt_tokens, model.readable(ids), model.tokenizer.decode(ids), list(rows),
+                prompt_tokens,
+                model.readable(ids),
+                model.tokenizer.decode(ids),
+                list(rows),
                 request.max_new_tokens,
-            )  # fmt: skip
+            )
         )
         if should_stop():
             raise Cancelled()

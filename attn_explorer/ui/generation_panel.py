@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -245,6 +245,4 @@ class GenerationPanel(QWidget):
             if isinstance(axis, TokenAxis):
                 axis.set_tokens(tokens)
         item.setTitle(f"{head_name(layer, head)}: newest row at the bottom", color=TEXT_RGB)
-        item.getViewBox().setRange(
-            xRange=(0, rows.shape[1]), yRange=(0, rows.shape[0]), padding=0
-        )
+        item.getViewBox().setRange(xRange=(0, rows.shape[1]), yRange=(0, rows.shape[0]), padding=0)

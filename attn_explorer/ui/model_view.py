@@ -503,7 +503,9 @@ class ModelView(QWidget):
         self.sharing_label.setVisible(bool(sharing))
         for edit in (self.pair_edit, self.strategy_combo):
             edit.setEnabled(not result.causal)  # a decoder reads one text, batched
-            edit.setToolTip("A decoder reads one text, in one batched pass" if result.causal else "")
+            edit.setToolTip(
+                "A decoder reads one text, in one batched pass" if result.causal else ""
+            )
         self._pages.setCurrentIndex(1)
         tokens = result.tokens
         for name in ("left", "bottom"):
