@@ -449,8 +449,8 @@ class ModelSession:
         if n_kv == n_heads:
             return f"{n_heads} query heads, each with its own key/value head."
         return (
-            f"{n_heads} query heads share {n_kv} key/value heads: {n_heads // n_kv} query "
-            "heads read each one (grouped-query attention). Causal: no query sees a later key."
+            f"{n_heads} query heads share {n_kv} key/value heads "
+            f"({n_heads // n_kv} read each one); causal: no query sees a later key."
         )
 
     # -- generation ----------------------------------------------------------------------

@@ -38,7 +38,7 @@ from attn_explorer.models.session import (
     generate_tokens,
     head_name,
 )
-from attn_explorer.ui.model_grid import TEXT_RGB, HeatmapItem, TokenAxis
+from attn_explorer.ui.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
 from attn_explorer.ui.workers import LatestRunner
 
 #: The max-new-tokens spin box: its default and its largest value.
@@ -99,7 +99,7 @@ class GenerationPanel(QWidget):
             "one token at a time."
         )
         self.output.setMinimumHeight(3 * self.fontMetrics().lineSpacing())
-        self.output.setMaximumHeight(7 * self.fontMetrics().lineSpacing())
+        self.output.setMaximumHeight(4 * self.fontMetrics().lineSpacing())  # the rows need room
 
         left, bottom = TokenAxis("left"), TokenAxis("bottom")
         self.plot = pg.PlotWidget(axisItems={"left": left, "bottom": bottom})
@@ -111,10 +111,18 @@ class GenerationPanel(QWidget):
         box = item.getViewBox()
         box.invertY(True)  # the first step at the top, the newest row at the bottom
         box.setMouseEnabled(False, False)
-        left.setLabel("new query (step)")
+        left.setLabel("new query")
         bottom.setLabel("cached key j")
         self.image = HeatmapItem(None, lambda head: None, lambda head, cell: None)
         item.addItem(self.image)
+        colorbar = pg.ColorBarItem(
+            values=(0, 1), colorMap=color_map("sequential"), interactive=False,
+            colorMapMenu=False, width=14,
+        )  # fmt: skip
+        colorbar.setImageItem(self.image, insert_in=item)
+        colorbar.axis.setLabel("softmax weight")
+        colorbar.axis.setTextPen(TEXT_RGB)
+        colorbar.axis.setPen(TEXT_RGB)
 
         # Two short rows, not one long one: the dock may be narrow.
         controls = QHBoxLayout()
