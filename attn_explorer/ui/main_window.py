@@ -544,7 +544,7 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self, lambda: screen_fit.keep_inside(self))
         if not self._state_restored and not getattr(self, "_docks_sized", False):
             self._docks_sized = True
-            QTimer.singleShot(0, self._default_dock_sizes)
+            QTimer.singleShot(0, self, self._default_dock_sizes)
 
     def _restore_settings(self) -> None:
         """The user's size and dock layout, only where they still fit the screen."""

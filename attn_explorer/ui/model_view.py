@@ -513,7 +513,7 @@ class ModelView(QWidget):
             if isinstance(axis, TokenAxis):
                 axis.set_tokens(tokens)
         self._hold_detail_width()
-        QTimer.singleShot(0, self._hold_detail_width)  # again once the axes took the tokens
+        QTimer.singleShot(0, self, self._hold_detail_width)  # again once the axes have tokens
         self._refresh_images()
         self._refresh_summaries()
         self.take_button.setEnabled(True)
