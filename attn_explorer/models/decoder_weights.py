@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from attn_explorer.models.dequantize import dequantize_fast
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.gguf_file import GGUFFile
 
@@ -265,14 +266,19 @@ class DecoderWeights:
         embedding_bytes = config.vocab_size * config.hidden_size * 4
         self._embedding: np.ndarray | None = None
         if embedding_bytes <= budget_bytes // 2:
-            self._embedding = file.dequantize("token_embd.weight")  # (vocab, hidden)
+            self._embedding = self.dequantize("token_embd.weight")  # (vocab, hidden)
             self.kept_bytes += embedding_bytes
         self.head_name = "output.weight" if file.has("output.weight") else "token_embd.weight"
         self.tied = self.head_name == "token_embd.weight"
         self._head: np.ndarray | None = self._embedding if self.tied else None
         if not self.tied and self.kept_bytes + embedding_bytes <= budget_bytes // 2:
-            self._head = file.dequantize(self.head_name)
+            self._head = self.dequantize(self.head_name)
             self.kept_bytes += embedding_bytes
+
+    def dequantize(self, name: str) -> np.ndarray:
+        """A whole tensor as float32 (out, in): Q4_1 / Q8_0 in one pass, others by gguf."""
+        fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
+        return fast if fast is not None else self.file.dequantize(name)
 
     def embed(self, ids: np.ndarray) -> np.ndarray:
         """(T,) ids -> (T, hidden) rows of the embedding (only those rows are dequantized)."""
@@ -298,7 +304,7 @@ class DecoderWeights:
         prefix = f"blk.{index}."
 
         def tensor(name: str) -> np.ndarray:
-            return self.file.dequantize(prefix + name)
+            return self.dequantize(prefix + name)
 
         query, key = tensor("attn_q.weight"), tensor("attn_k.weight")
         biases = None

@@ -113,3 +113,22 @@ def test_decode_steps_equal_the_plain_attention_bit_for_bit(tmp_path, monkeypatc
     np.testing.assert_allclose(fast[-1].logits[0], full.logits[-1], atol=1e-4, rtol=1e-5)
     cached_keys = np.concatenate([step.key for step in fast], axis=2)  # (L, H_kv, t, d)
     np.testing.assert_allclose(cached_keys, full.key, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0"])
+def test_whole_tensor_dequantization_equals_gguf_bit_for_bit(kind, monkeypatch):
+    import gguf
+    from gguf.quants import dequantize, quantize
+
+    import attn_explorer.models.dequantize as fast
+
+    qtype = gguf.GGMLQuantizationType[kind]
+    rng = np.random.default_rng(3)
+    values = (rng.standard_normal((70, 96)) * rng.uniform(0.01, 50, (70, 1))).astype(np.float32)
+    values[3] = 0  # an all-zero row: d = 0
+    packed = quantize(values, qtype)
+    monkeypatch.setattr(fast, "CHUNK_BLOCKS", 7)  # chunks that do not divide the blocks
+    mine = fast.dequantize_fast(packed, kind)
+    assert mine is not None and mine.dtype == np.float32 and mine.shape == (70, 96)
+    np.testing.assert_array_equal(mine, dequantize(packed, qtype))
+    assert fast.dequantize_fast(packed, "Q4_0") is None  # other types: gguf's own
