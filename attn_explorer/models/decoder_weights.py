@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from attn_explorer.models.dequantize import dequantize_fast
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.gguf_file import GGUFFile
 
@@ -176,20 +177,73 @@ def permute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """One decoder layer in float32, PyTorch layout, Q and K in the halves RoPE layout."""
+    """One decoder layer in float32, PyTorch layout, Q and K in the halves RoPE layout.
+
+    Q, K and V are stored as one (H·d + 2·H_kv·d, hidden) matrix; ``query``, ``key``
+    and ``value`` are row slices of it (views, no copies). A one-token decode step
+    runs one matmul for the three (bitwise equal for one row, 1.2 ms instead of 2.0 ms
+    over SmolLM2's 30 layers); a longer pass runs the three slices, whose rounding is
+    then that of three separate matmuls, as before.
+    """
 
     attn_norm: np.ndarray
-    query: np.ndarray
-    key: np.ndarray
-    value: np.ndarray
+    qkv: np.ndarray  # (H·d + 2·H_kv·d, hidden): query rows, then key rows, then value rows
     attn_output: np.ndarray
     ffn_norm: np.ndarray
     gate: np.ndarray
     up: np.ndarray
     down: np.ndarray
-    query_bias: np.ndarray | None = None
-    key_bias: np.ndarray | None = None
-    value_bias: np.ndarray | None = None
+    query_rows: int  # H·d
+    kv_rows: int  # H_kv·d
+    qkv_bias: np.ndarray | None = None  # (H·d + 2·H_kv·d,)
+
+    @classmethod
+    def fuse(
+        cls,
+        attn_norm: np.ndarray,
+        query: np.ndarray,
+        key: np.ndarray,
+        value: np.ndarray,
+        attn_output: np.ndarray,
+        ffn_norm: np.ndarray,
+        gate: np.ndarray,
+        up: np.ndarray,
+        down: np.ndarray,
+        biases: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> LayerWeights:
+        """The layer from its separate weights (PyTorch layout), Q, K and V joined."""
+        return cls(
+            attn_norm=attn_norm,
+            qkv=np.concatenate([query, key, value]),
+            attn_output=attn_output,
+            ffn_norm=ffn_norm,
+            gate=gate,
+            up=up,
+            down=down,
+            query_rows=query.shape[0],
+            kv_rows=key.shape[0],
+            qkv_bias=None if biases is None else np.concatenate(biases),
+        )
+
+    def _qkv_slices(self) -> tuple[slice, slice, slice]:
+        q, kv = self.query_rows, self.kv_rows
+        return slice(0, q), slice(q, q + kv), slice(q + kv, q + 2 * kv)
+
+    @property
+    def query(self) -> np.ndarray:
+        return self.qkv[self._qkv_slices()[0]]
+
+    @property
+    def key(self) -> np.ndarray:
+        return self.qkv[self._qkv_slices()[1]]
+
+    @property
+    def value(self) -> np.ndarray:
+        return self.qkv[self._qkv_slices()[2]]
+
+    def bias(self, index: int) -> np.ndarray | None:
+        """Query (0), key (1) or value (2) bias, or None when the layer has none."""
+        return None if self.qkv_bias is None else self.qkv_bias[self._qkv_slices()[index]]
 
     @property
     def nbytes(self) -> int:
@@ -212,14 +266,19 @@ class DecoderWeights:
         embedding_bytes = config.vocab_size * config.hidden_size * 4
         self._embedding: np.ndarray | None = None
         if embedding_bytes <= budget_bytes // 2:
-            self._embedding = file.dequantize("token_embd.weight")  # (vocab, hidden)
+            self._embedding = self.dequantize("token_embd.weight")  # (vocab, hidden)
             self.kept_bytes += embedding_bytes
         self.head_name = "output.weight" if file.has("output.weight") else "token_embd.weight"
         self.tied = self.head_name == "token_embd.weight"
         self._head: np.ndarray | None = self._embedding if self.tied else None
         if not self.tied and self.kept_bytes + embedding_bytes <= budget_bytes // 2:
-            self._head = file.dequantize(self.head_name)
+            self._head = self.dequantize(self.head_name)
             self.kept_bytes += embedding_bytes
+
+    def dequantize(self, name: str) -> np.ndarray:
+        """A whole tensor as float32 (out, in): Q4_1 / Q8_0 in one pass, others by gguf."""
+        fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
+        return fast if fast is not None else self.file.dequantize(name)
 
     def embed(self, ids: np.ndarray) -> np.ndarray:
         """(T,) ids -> (T, hidden) rows of the embedding (only those rows are dequantized)."""
@@ -245,19 +304,21 @@ class DecoderWeights:
         prefix = f"blk.{index}."
 
         def tensor(name: str) -> np.ndarray:
-            return self.file.dequantize(prefix + name)
+            return self.dequantize(prefix + name)
 
         query, key = tensor("attn_q.weight"), tensor("attn_k.weight")
-        biases: dict[str, np.ndarray | None] = {}
+        biases = None
         if c.qkv_bias:
-            biases = {f"{n}_bias": tensor(f"attn_{n[0]}.bias") for n in ("query", "key", "value")}
+            biases = (tensor("attn_q.bias"), tensor("attn_k.bias"), tensor("attn_v.bias"))
         if c.permuted_qk:
             query, key = unpermute_rows(query, c.num_heads), unpermute_rows(key, c.num_kv_heads)
-            for name, heads in (("query_bias", c.num_heads), ("key_bias", c.num_kv_heads)):
-                bias = biases.get(name)
-                if bias is not None:
-                    biases[name] = unpermute_rows(bias, heads)
-        weights = LayerWeights(
+            if biases is not None:
+                biases = (
+                    unpermute_rows(biases[0], c.num_heads),
+                    unpermute_rows(biases[1], c.num_kv_heads),
+                    biases[2],
+                )
+        weights = LayerWeights.fuse(
             attn_norm=tensor("attn_norm.weight"),
             query=query,
             key=key,
@@ -267,7 +328,7 @@ class DecoderWeights:
             gate=tensor("ffn_gate.weight"),
             up=tensor("ffn_up.weight"),
             down=tensor("ffn_down.weight"),
-            **biases,
+            biases=biases,
         )
         self.dequantized += 1
         if self.kept_bytes + weights.nbytes <= self.budget_bytes:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from attn_explorer.compute import LIMITS, attention
+from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.bert import ModelAttention
 from attn_explorer.models.bpe import GGUFTokenizer
 from attn_explorer.models.decoder_weights import (
@@ -67,16 +68,85 @@ def rotate_halves(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray
     return x * cos + rotated * sin
 
 
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """:func:`rotate_halves` of (..., T, d) into one new C-contiguous array, bit for bit.
+
+    ``x`` may be a strided view (the heads of a projection); the rotated copy
+    ``rotate_halves`` builds is never made: x1·cos + (−x2)·sin is x1·cos − x2·sin
+    exactly in floating point, and cos and sin repeat over the two halves.
+    """
+    half = x.shape[-1] // 2
+    c, s = cos[..., :half], sin[..., :half]  # (T, d/2): the halves' angles are the same
+    x1, x2 = x[..., :half], x[..., half:]
+    out = np.empty(x.shape, dtype=x.dtype)
+    o1, o2 = out[..., :half], out[..., half:]
+    np.multiply(x1, c, out=o1)
+    tmp = x2 * s
+    np.subtract(o1, tmp, out=o1)
+    np.multiply(x2, c, out=o2)
+    np.multiply(x1, s, out=tmp)
+    np.add(o2, tmp, out=o2)
+    return out
+
+
+def attend_one_row(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Causal attention of one new query row per head against every cached key.
+
+    ``q`` (H, 1, d); ``k``, ``v`` (H_kv, t, d), query head h reading KV head
+    h // (H / H_kv). Returns scores, weights (H, 1, t) and output (H, 1, d), equal bit
+    for bit to ``compute.attention(q, k[kv_heads], v[kv_heads], causal=True)``: the
+    same one-row matmuls (the KV head is broadcast across its group, not copied) and
+    the same softmax, without the per-call checks (the last row sees every key, so
+    the causal mask hides nothing).
+    """
+    heads, kv, t = q.shape[0], k.shape[0], k.shape[1]
+    group = heads // kv
+    q4 = q.reshape(kv, group, 1, q.shape[-1])  # (H_kv, group, 1, d)
+    scores = np.matmul(q4, k[:, None].swapaxes(-1, -2))  # (H_kv, group, 1, t)
+    weights, _ = softmax_rows(scores.reshape(heads, 1, t), factor=scale)  # (H, 1, t)
+    output = np.matmul(weights.reshape(kv, group, 1, t), v[:, None])  # (H_kv, group, 1, d)
+    return scores.reshape(heads, 1, t), weights, output.reshape(heads, 1, -1)
+
+
 @dataclass
 class KVCache:
-    """Each layer's keys and values so far, (H_kv, t, d), and how many positions they hold."""
+    """Each layer's keys and values so far and how many positions they hold.
+
+    ``keys[i]`` and ``values[i]`` are (H_kv, capacity, d) buffers whose first
+    ``length`` positions are filled; they grow by doubling, so a generated token
+    writes its key and value in place instead of copying the whole cache.
+    """
 
     keys: list[np.ndarray] = field(default_factory=list)
     values: list[np.ndarray] = field(default_factory=list)
+    length: int = 0
 
-    @property
-    def length(self) -> int:
-        return 0 if not self.keys else int(self.keys[0].shape[1])
+    def extend(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Store (H_kv, T, d) keys and values after ``length``; views of all length + T.
+
+        ``length`` itself moves on once every layer has its new positions (``advance``).
+        """
+        end = self.length + k.shape[1]
+        if layer == len(self.keys):
+            capacity = 2 * end
+            self.keys.append(np.empty((k.shape[0], capacity, k.shape[2]), k.dtype))
+            self.values.append(np.empty((v.shape[0], capacity, v.shape[2]), v.dtype))
+        elif end > self.keys[layer].shape[1]:
+            for buffers in (self.keys, self.values):
+                old = buffers[layer]
+                heads, capacity, d = old.shape
+                grown = np.empty((heads, max(end, 2 * capacity), d), old.dtype)
+                grown[:, : self.length] = old[:, : self.length]
+                buffers[layer] = grown
+        keys, values = self.keys[layer], self.values[layer]
+        keys[:, self.length : end] = k
+        values[:, self.length : end] = v
+        return keys[:, :end], values[:, :end]
+
+    def advance(self, count: int) -> None:
+        self.length += count
 
 
 @dataclass(frozen=True)
@@ -130,6 +200,8 @@ class DecoderModel:
         self.name = name
         group = config.group_size
         self.kv_heads = np.arange(config.num_heads) // group  # (H,): query head -> KV head
+        self.scale = 1.0 / float(np.sqrt(float(config.head_dim)))  # as compute.attention's
+        self._rope_cos = self._rope_sin = np.empty((0, config.head_dim), dtype=np.float32)
         self.end_ids = frozenset(
             i
             for i in [tokenizer.eos_id, *map(tokenizer.token_id, END_OF_TURN)]
@@ -179,56 +251,70 @@ class DecoderModel:
         if ids.ndim != 1 or ids.size == 0 or ids.min() < 0 or ids.max() >= c.vocab_size:
             raise ValueError(f"input_ids: expected (T,) ids in 0 … {c.vocab_size - 1}.")
         start = cache.length if cache is not None else 0
-        cos, sin = rope_tables(np.arange(start, start + ids.size), c.head_dim, c.rope_theta)
+        cos, sin = self._rope(start, start + ids.size)
         x = self.weights.embed(ids)  # (T, hidden)
         hidden, kept = [x], []
-        scale = 1.0
         for index in range(c.num_layers):
             w = self.weights.layer(index)
             q, k, v = self._qkv(rms_norm(x, w.attn_norm, c.rms_norm_eps), w, cos, sin)
             if cache is not None:
-                if len(cache.keys) > index:
-                    k = np.concatenate([cache.keys[index], k], axis=1)  # (H_kv, t, d)
-                    v = np.concatenate([cache.values[index], v], axis=1)
-                    cache.keys[index], cache.values[index] = k, v
-                else:
-                    cache.keys.append(k)
-                    cache.values.append(v)
-            # every query head against its shared key/value head: (H, t, d) views by index
-            att = attention(q, k[self.kv_heads], v[self.kv_heads], causal=True)
-            scale = att.scale
-            assert att.output is not None
-            mixed = att.output.transpose(1, 0, 2).reshape(ids.size, -1)  # (T, H·d)
+                k, v = cache.extend(index, k, v)  # (H_kv, t, d): cached and new positions
+            if ids.size == 1:  # a decode step: one query row, no per-call checks
+                scores, weights, output = attend_one_row(q, k, v, self.scale)
+            else:  # every query head against its shared key/value head, copied per head
+                att = attention(q, k[self.kv_heads], v[self.kv_heads], causal=True)
+                assert att.output is not None and att.scale == self.scale
+                scores, weights, output = att.scores, att.weights, att.output
+            mixed = output.transpose(1, 0, 2).reshape(ids.size, -1)  # (T, H·d)
             x = x + mixed @ w.attn_output.T  # (T, H·d) @ (H·d, hidden)
             h = rms_norm(x, w.ffn_norm, c.rms_norm_eps)
             x = x + (silu(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) -> (T, hidden)
             if record:
                 new = slice(k.shape[1] - ids.size, None)  # this pass's own keys and values
-                kept.append((q, k[:, new], v[:, new], att.scores, att.weights))
+                kept.append((q, k[:, new], v[:, new], scores, weights))
                 hidden.append(x)
+        if cache is not None:
+            cache.advance(ids.size)
         logits = self.weights.logits(rms_norm(x, self.weights.final_norm, c.rms_norm_eps))
         if not record:
-            return DecoderForward(logits, None, None, None, None, None, None, scale)
+            return DecoderForward(logits, None, None, None, None, None, None, self.scale)
         q, k, v, s, a = (np.stack(arrays) for arrays in zip(*kept, strict=True))  # (L, …)
-        return DecoderForward(logits, np.stack(hidden), q, k, v, s, a, scale)
+        return DecoderForward(logits, np.stack(hidden), q, k, v, s, a, self.scale)
+
+    def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin (end − start, d) for positions start … end − 1, from tables kept
+        for every position so far (grown by doubling; computed per element, so a
+        slice equals the table of just those positions)."""
+        if end > self._rope_cos.shape[0]:
+            positions = np.arange(max(end, 2 * self._rope_cos.shape[0], 64))
+            c = self.config
+            self._rope_cos, self._rope_sin = rope_tables(positions, c.head_dim, c.rope_theta)
+        return self._rope_cos[start:end], self._rope_sin[start:end]
 
     def _qkv(
         self, h: np.ndarray, w: LayerWeights, cos: np.ndarray, sin: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(T, hidden) -> query (H, T, d) and key, value (H_kv, T, d), RoPE applied."""
+        """(T, hidden) -> query (H, T, d) and key, value (H_kv, T, d), RoPE applied.
+
+        One token: one matmul for Q, K and V together (the same numbers as three; one
+        BLAS call instead of three). More tokens: three matmuls, as a fused one would
+        round differently and is no faster there (measured on SmolLM2, 32 tokens).
+        """
         c = self.config
-        heads = []
-        for weight, bias, count in (
-            (w.query, w.query_bias, c.num_heads),
-            (w.key, w.key_bias, c.num_kv_heads),
-            (w.value, w.value_bias, c.num_kv_heads),
-        ):
-            y = h @ weight.T  # (T, hidden) @ (hidden, count·d)
-            if bias is not None:
-                y = y + bias
-            heads.append(y.reshape(h.shape[0], count, c.head_dim).transpose(1, 0, 2))
-        q, k, v = heads  # (count, T, d)
-        return rotate_halves(q, cos, sin), rotate_halves(k, cos, sin), v
+        t, d = h.shape[0], c.head_dim
+        parts: list[np.ndarray] = []
+        if t == 1:
+            y = h @ w.qkv.T  # (1, hidden) @ (hidden, (H + 2·H_kv)·d)
+            if w.qkv_bias is not None:
+                y = y + w.qkv_bias
+            parts = list(np.split(y, [w.query_rows, w.query_rows + w.kv_rows], axis=1))
+        else:
+            for index, weight in enumerate((w.query, w.key, w.value)):
+                y = h @ weight.T  # (T, hidden) @ (hidden, count·d)
+                bias = w.bias(index)
+                parts.append(y if bias is None else y + bias)
+        q, k, v = (p.reshape(t, -1, d).transpose(1, 0, 2) for p in parts)  # (count, T, d)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def readable(self, ids: list[int]) -> list[str]:
         return [self.tokenizer.readable(i) for i in ids]
