@@ -19,6 +19,16 @@ def _isolated_settings(tmp_path, monkeypatch):
     yield
 
 
+@pytest.fixture
+def tiny_gguf(tmp_path):
+    """A tiny random Llama-layout GGUF file (models and window tests share it)."""
+    from attn_explorer.models.testing_gguf import write_tiny_gguf
+
+    path = tmp_path / "tiny-llama.gguf"
+    write_tiny_gguf(path)
+    return path
+
+
 def pytest_collection_modifyitems(config, items):
     """Run the SmolLM2 reference module last.
 

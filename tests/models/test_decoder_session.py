@@ -21,13 +21,6 @@ from attn_explorer.models.testing_gguf import write_tiny_gguf
 
 
 @pytest.fixture
-def tiny_gguf(tmp_path):
-    path = tmp_path / "tiny-llama.gguf"
-    write_tiny_gguf(path)
-    return path
-
-
-@pytest.fixture
 def no_home_models(tmp_path, monkeypatch):
     """An empty hub cache and home: only what a test writes is found (packages aside)."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))

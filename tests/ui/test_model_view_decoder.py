@@ -8,16 +8,8 @@ from PySide6.QtCore import Qt
 
 from attn_explorer.models import discovery
 from attn_explorer.models.llama import DecoderModel
-from attn_explorer.models.testing_gguf import write_tiny_gguf
 from attn_explorer.ui.model_grid import GROUP_BAND_PX, HEAD_LABEL_PX
 from attn_explorer.ui.model_view import ModelView
-
-
-@pytest.fixture
-def tiny_gguf(tmp_path):
-    path = tmp_path / "tiny-llama.gguf"
-    write_tiny_gguf(path)
-    return path
 
 
 @pytest.fixture
