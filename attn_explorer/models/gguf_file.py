@@ -5,7 +5,7 @@ and length is checked against the bytes that remain, every tensor's quantization
 type against the ones llama.cpp's ``gguf`` package knows, and every tensor's data
 against the end of the file, so a truncated file or a lying header costs nothing
 and ends in one :class:`ModelError` sentence, never a traceback or a huge
-allocation. The same walk reads the metadata (arrays as lists) and places each
+allocation. The same walk reads the metadata (arrays when asked for, as lists) and places each
 tensor's bytes in the memory map exactly as ``gguf.GGUFReader`` would; the reader
 itself is not used, as it makes one numpy view per metadata item (SmolLM2: ~494 000
 views, 160 MB of Python objects and most of the load time).
@@ -57,6 +57,12 @@ class TensorInfo:
     offset: int
 
 
+class ArrayAt(NamedTuple):
+    """A metadata array, checked but not read: where its item type starts in the file."""
+
+    offset: int
+
+
 class _Header:
     """A bounded cursor over the file's bytes; every read checks what remains first."""
 
@@ -94,8 +100,10 @@ class _Header:
         except UnicodeDecodeError:
             raise self.fail(f"{what} is not UTF-8") from None
 
-    def skip_value(self, value_type: int, what: str, depth: int = 0) -> Any:
-        """Read one metadata value: a scalar, a string, or a list (an array of them)."""
+    def skip_value(self, value_type: int, what: str, depth: int = 0, read: bool = False) -> Any:
+        """Read one metadata value: a scalar or a string. An array is stepped over and
+        given as an :class:`ArrayAt` (read by :meth:`read_array`), or with ``read`` as
+        a list: a vocabulary's 100 000 strings need not stay in memory once used."""
         if value_type in _SCALAR_SIZES:
             size = _SCALAR_SIZES[value_type]
             self.need(size, what)
@@ -107,6 +115,7 @@ class _Header:
         if value_type == _STRING:
             return self.string(what)
         if value_type == _ARRAY and depth == 0:
+            at = ArrayAt(self.pos)
             item_type = self.unpack("<I", what)
             count = self.unpack("<Q", what)
             if count > MAX_ARRAY_ITEMS:  # a lying count would loop for minutes below
@@ -116,10 +125,16 @@ class _Header:
                 self.need(size, f"{what} ({count:,} items)")
                 items = np.frombuffer(self.buffer, _ARRAY_DTYPES[item_type], count, self.pos)
                 self.pos += size
-                return items.tolist()
+                return items.tolist() if read else at
             if item_type == _STRING:
                 self.need(count * 8, f"{what} ({count:,} strings)")  # each has an 8-byte length
-                return [self.string(what) for _ in range(count)]
+                if read:
+                    return [self.string(what) for _ in range(count)]
+                for _ in range(count):
+                    length = self.unpack("<Q", what)
+                    self.need(length, what)
+                    self.pos += length
+                return at
             raise self.fail(f"{what} is an array of unsupported type {item_type}")
         raise self.fail(f"{what} has unknown value type {value_type}")
 
@@ -260,6 +275,13 @@ class GGUFFile:
     def get(self, key: str, default: Any = None) -> Any:
         """A metadata value: scalars and strings as Python values, arrays as lists."""
         value = self.scalars.get(key)
+        if isinstance(value, ArrayAt):  # read now, from the map: not kept
+            header = _Header(memoryview(self._map), self.path)
+            header.pos = value.offset
+            try:
+                value = header.skip_value(_ARRAY, f"metadata {key!r}", read=True)
+            finally:
+                header.buffer.release()
         return default if value is None else value
 
     def has(self, name: str) -> bool:
