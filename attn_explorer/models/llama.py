@@ -253,10 +253,8 @@ class DecoderModel:
         start = cache.length if cache is not None else 0
         cos, sin = self._rope(start, start + ids.size)
         x = self.weights.embed(ids)  # (T, hidden)
-        kept: list[np.ndarray] = []  # hidden (L + 1, …), q, k, v, scores, weights (L, …)
-        if record:
-            kept.append(np.empty((c.num_layers + 1, *x.shape), dtype=x.dtype))
-            kept[0][0] = x
+        hidden = np.empty((c.num_layers + 1 if record else 1, *x.shape), dtype=x.dtype)
+        hidden[0], kept = x, list[np.ndarray]()  # q, k, v, scores, weights (L, …) if recorded
         for index in range(c.num_layers):
             w = self.weights.layer(index)
             q, k, v = self._qkv(rms_norm(x, w.attn_norm, c.rms_norm_eps), w, cos, sin)
@@ -272,20 +270,18 @@ class DecoderModel:
             x = x + mixed @ w.attn_output.T  # (T, H·d) @ (H·d, hidden)
             h = rms_norm(x, w.ffn_norm, c.rms_norm_eps)
             x = x + (silu(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) -> (T, hidden)
-            if record:  # written into (L, …) arrays: no list of layers stacked at the end
+            if record:  # into (L, …) arrays as it goes: no list of layers stacked at the end
                 new = slice(k.shape[1] - ids.size, None)  # this pass's own keys and values
                 layer = (q, k[:, new], v[:, new], scores, weights)
-                if index == 0:
-                    kept += [np.empty((c.num_layers, *a.shape), dtype=a.dtype) for a in layer]
-                for into, array in zip(kept[1:], layer, strict=True):
+                kept = kept or [np.empty((c.num_layers, *a.shape), dtype=a.dtype) for a in layer]
+                for into, array in zip([hidden[1:], *kept], [x, *layer], strict=True):
                     into[index] = array
-                kept[0][index + 1] = x
         if cache is not None:
             cache.advance(ids.size)
         logits = self.weights.logits(rms_norm(x, self.weights.final_norm, c.rms_norm_eps))
         if not record:
             return DecoderForward(logits, None, None, None, None, None, None, self.scale)
-        hidden, q, k, v, s, a = kept
+        q, k, v, s, a = kept
         return DecoderForward(logits, hidden, q, k, v, s, a, self.scale)
 
     def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
