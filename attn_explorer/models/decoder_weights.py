@@ -278,13 +278,17 @@ class DecoderWeights:
     def dequantize(self, name: str) -> np.ndarray:
         """A whole tensor as float32 (out, in): Q4_1 / Q8_0 in one pass, others by gguf."""
         fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
-        return fast if fast is not None else self.file.dequantize(name)
+        values = fast if fast is not None else self.file.dequantize(name)
+        self.file.release(name)  # its quantized pages: read, not needed resident any more
+        return values
 
     def embed(self, ids: np.ndarray) -> np.ndarray:
         """(T,) ids -> (T, hidden) rows of the embedding (only those rows are dequantized)."""
         if self._embedding is not None:
             return self._embedding[ids]
-        return self.file.dequantize("token_embd.weight", ids)
+        rows = self.file.dequantize("token_embd.weight", ids)
+        self.file.release("token_embd.weight")
+        return rows
 
     def logits(self, x: np.ndarray, chunk: int = 8192) -> np.ndarray:
         """(T, hidden) -> (T, vocab): the output head, in row chunks when it is not kept."""
@@ -294,6 +298,7 @@ class DecoderWeights:
         for start in range(0, self.config.vocab_size, chunk):
             rows = np.arange(start, min(start + chunk, self.config.vocab_size))
             out[:, rows] = x @ self.file.dequantize(self.head_name, rows).T
+            self.file.release(self.head_name)
         return out
 
     def layer(self, index: int) -> LayerWeights:

@@ -1,14 +1,18 @@
 """A GGUF file (llama.cpp's format), memory-mapped and checked before anything is trusted.
 
-``GGUFFile(path)`` first walks the header itself with bounded reads: every count
+``GGUFFile(path)`` walks the header itself with bounded reads: every count
 and length is checked against the bytes that remain, every tensor's quantization
 type against the ones llama.cpp's ``gguf`` package knows, and every tensor's data
-against the end of the file. Only then does ``gguf.GGUFReader`` (llama.cpp's own
-reader) parse it, so a truncated file or a lying header costs nothing and ends in
-one :class:`ModelError` sentence, never a traceback or a huge allocation.
+against the end of the file, so a truncated file or a lying header costs nothing
+and ends in one :class:`ModelError` sentence, never a traceback or a huge
+allocation. The same walk reads the metadata (arrays when asked for, as lists) and places each
+tensor's bytes in the memory map exactly as ``gguf.GGUFReader`` would; the reader
+itself is not used, as it makes one numpy view per metadata item (SmolLM2: ~494 000
+views, 160 MB of Python objects and most of the load time).
 
 Tensors stay in the memory map; :meth:`GGUFFile.dequantize` turns one (or some of
-its rows) into float32 with ``gguf.quants.dequantize``, in PyTorch's (out, in) layout.
+its rows) into float32 with ``gguf.quants.dequantize``, in PyTorch's (out, in) layout,
+and :meth:`GGUFFile.release` drops a dequantized tensor's pages from resident memory.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,6 +40,11 @@ MAX_ARRAY_ITEMS = 1 << 24  # a metadata array (a vocabulary has ~50 000–250 00
 # GGUF metadata value types: 0-7 and 10-12 are scalars of these sizes, 8 a string, 9 an array.
 _SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 _STRING, _ARRAY = 8, 9
+_ARRAY_DTYPES = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?"}
+_ARRAY_DTYPES |= {10: "<u8", 11: "<i8", 12: "<f8"}
+#: Unquantized types gguf's reader hands out typed (every other type is bytes per row).
+_TYPED = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8}
+_TYPED |= {"I16": np.int16, "I32": np.int32, "I64": np.int64}
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,12 @@ class TensorInfo:
     name: str
     dims: tuple[int, ...]
     type_id: int
+    offset: int
+
+
+class ArrayAt(NamedTuple):
+    """A metadata array, checked but not read: where its item type starts in the file."""
+
     offset: int
 
 
@@ -85,8 +100,10 @@ class _Header:
         except UnicodeDecodeError:
             raise self.fail(f"{what} is not UTF-8") from None
 
-    def skip_value(self, value_type: int, what: str, depth: int = 0) -> Any:
-        """Step over one metadata value; return it if it is a scalar or a string."""
+    def skip_value(self, value_type: int, what: str, depth: int = 0, read: bool = False) -> Any:
+        """Read one metadata value: a scalar or a string. An array is stepped over and
+        given as an :class:`ArrayAt` (read by :meth:`read_array`), or with ``read`` as
+        a list: a vocabulary's 100 000 strings need not stay in memory once used."""
         if value_type in _SCALAR_SIZES:
             size = _SCALAR_SIZES[value_type]
             self.need(size, what)
@@ -98,22 +115,27 @@ class _Header:
         if value_type == _STRING:
             return self.string(what)
         if value_type == _ARRAY and depth == 0:
+            at = ArrayAt(self.pos)
             item_type = self.unpack("<I", what)
             count = self.unpack("<Q", what)
             if count > MAX_ARRAY_ITEMS:  # a lying count would loop for minutes below
                 raise self.fail(f"{what} claims {count:,} items (at most {MAX_ARRAY_ITEMS:,})")
             if item_type in _SCALAR_SIZES:
-                self.need(count * _SCALAR_SIZES[item_type], f"{what} ({count:,} items)")
-                self.pos += count * _SCALAR_SIZES[item_type]
-            elif item_type == _STRING:
+                size = count * _SCALAR_SIZES[item_type]
+                self.need(size, f"{what} ({count:,} items)")
+                items = np.frombuffer(self.buffer, _ARRAY_DTYPES[item_type], count, self.pos)
+                self.pos += size
+                return items.tolist() if read else at
+            if item_type == _STRING:
                 self.need(count * 8, f"{what} ({count:,} strings)")  # each has an 8-byte length
+                if read:
+                    return [self.string(what) for _ in range(count)]
                 for _ in range(count):
                     length = self.unpack("<Q", what)
                     self.need(length, what)
                     self.pos += length
-            else:
-                raise self.fail(f"{what} is an array of unsupported type {item_type}")
-            return None
+                return at
+            raise self.fail(f"{what} is an array of unsupported type {item_type}")
         raise self.fail(f"{what} has unknown value type {value_type}")
 
 
@@ -187,37 +209,80 @@ def scan_header(buffer: memoryview, path: Path) -> tuple[dict[str, Any], list[Te
     return metadata, tensors, data_start
 
 
+class Tensor(NamedTuple):
+    """One tensor's bytes in the map, as ``gguf.GGUFReader`` hands them out: typed
+    (outermost first) for F16/F32/…, else uint8 (rows…, bytes per row)."""
+
+    name: str
+    tensor_type: Any  # gguf.GGMLQuantizationType
+    n_bytes: int
+    offset: int  # of its first byte in the file
+    data: np.ndarray
+
+
 class GGUFFile:
-    """A checked, memory-mapped GGUF: its metadata and its tensors, dequantized on demand."""
+    """A checked, memory-mapped GGUF: its metadata and its tensors, dequantized on demand.
+
+    The file is read by :func:`scan_header` alone (``gguf.GGUFReader`` would make one
+    numpy view per metadata item: ~494 000 for SmolLM2's vocabulary and merges,
+    160 MB of Python objects and most of the load time); ``gguf`` still dequantizes.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
             with open(self.path, "rb") as stream:
-                header_map = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+                self._map = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
             raise ModelError(f"{self.path}: cannot be read ({exc}).") from None
-        view = memoryview(header_map)
+        view = memoryview(self._map)
         try:
-            self.scalars, infos, _ = scan_header(view, self.path)
+            self.scalars, infos, data_start = scan_header(view, self.path)
         finally:
             view.release()
-            header_map.close()  # the reader maps the file itself; one map, not two
         self.infos = {info.name: info for info in infos}
-        import gguf  # llama.cpp's reader: now that the header is known to be sound
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-        try:
-            self.reader = gguf.GGUFReader(self.path)
-        except (ValueError, KeyError, IndexError, OverflowError) as exc:
-            raise ModelError(f"{self.path}: not a valid GGUF ({exc}).") from None
-        self.tensors = {tensor.name: tensor for tensor in self.reader.tensors}
+        raw = np.frombuffer(self._map, dtype=np.uint8)  # read-only, shares the map
+        self.tensors: dict[str, Tensor] = {}
+        for info in infos:
+            kind = GGMLQuantizationType(info.type_id)
+            block, block_bytes = GGML_QUANT_SIZES[kind]
+            shape = tuple(reversed(info.dims))  # outermost first
+            n_bytes = int(np.prod(info.dims)) // block * block_bytes
+            start = data_start + info.offset
+            data = raw[start : start + n_bytes]
+            if kind.name in _TYPED:
+                data = data.view(_TYPED[kind.name]).reshape(shape)
+            else:
+                data = data.reshape(*shape[:-1], shape[-1] // block * block_bytes)
+            self.tensors[info.name] = Tensor(info.name, kind, n_bytes, start, data)
+
+    def release(self, name: str) -> None:
+        """Drop tensor ``name``'s pages from this process's resident memory (they stay
+        in the page cache and are read again on the next use): once a tensor is
+        dequantized, its quantized bytes need not count twice."""
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if advice is None:
+            return
+        tensor = self.tensors[name]
+        first = tensor.offset // mmap.PAGESIZE * mmap.PAGESIZE
+        end = tensor.offset + tensor.n_bytes
+        last = min(-(-end // mmap.PAGESIZE) * mmap.PAGESIZE, len(self._map))
+        if last > first:
+            self._map.madvise(advice, first, last - first)
 
     def get(self, key: str, default: Any = None) -> Any:
         """A metadata value: scalars and strings as Python values, arrays as lists."""
-        if key in self.scalars and self.scalars[key] is not None:
-            return self.scalars[key]
-        field = self.reader.get_field(key)
-        return default if field is None else field.contents()
+        value = self.scalars.get(key)
+        if isinstance(value, ArrayAt):  # read now, from the map: not kept
+            header = _Header(memoryview(self._map), self.path)
+            header.pos = value.offset
+            try:
+                value = header.skip_value(_ARRAY, f"metadata {key!r}", read=True)
+            finally:
+                header.buffer.release()
+        return default if value is None else value
 
     def has(self, name: str) -> bool:
         return name in self.tensors

@@ -253,7 +253,8 @@ class DecoderModel:
         start = cache.length if cache is not None else 0
         cos, sin = self._rope(start, start + ids.size)
         x = self.weights.embed(ids)  # (T, hidden)
-        hidden, kept = [x], []
+        hidden = np.empty((c.num_layers + 1 if record else 1, *x.shape), dtype=x.dtype)
+        hidden[0], kept = x, list[np.ndarray]()  # q, k, v, scores, weights (L, …) if recorded
         for index in range(c.num_layers):
             w = self.weights.layer(index)
             q, k, v = self._qkv(rms_norm(x, w.attn_norm, c.rms_norm_eps), w, cos, sin)
@@ -269,17 +270,19 @@ class DecoderModel:
             x = x + mixed @ w.attn_output.T  # (T, H·d) @ (H·d, hidden)
             h = rms_norm(x, w.ffn_norm, c.rms_norm_eps)
             x = x + (silu(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) -> (T, hidden)
-            if record:
+            if record:  # into (L, …) arrays as it goes: no list of layers stacked at the end
                 new = slice(k.shape[1] - ids.size, None)  # this pass's own keys and values
-                kept.append((q, k[:, new], v[:, new], scores, weights))
-                hidden.append(x)
+                layer = (q, k[:, new], v[:, new], scores, weights)
+                kept = kept or [np.empty((c.num_layers, *a.shape), dtype=a.dtype) for a in layer]
+                for into, array in zip([hidden[1:], *kept], [x, *layer], strict=True):
+                    into[index] = array
         if cache is not None:
             cache.advance(ids.size)
         logits = self.weights.logits(rms_norm(x, self.weights.final_norm, c.rms_norm_eps))
         if not record:
             return DecoderForward(logits, None, None, None, None, None, None, self.scale)
-        q, k, v, s, a = (np.stack(arrays) for arrays in zip(*kept, strict=True))  # (L, …)
-        return DecoderForward(logits, np.stack(hidden), q, k, v, s, a, self.scale)
+        q, k, v, s, a = kept
+        return DecoderForward(logits, hidden, q, k, v, s, a, self.scale)
 
     def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """cos and sin (end − start, d) for positions start … end − 1, from tables kept

