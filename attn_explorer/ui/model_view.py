@@ -9,7 +9,8 @@ shows a layers × heads grid of square thumbnails (rows = query i, columns = key
 enlarged heatmap of the selected head with the tokens on its axes, a summaries table,
 and a button that hands the selected head to the explorer through ``headTaken``. For
 a decoder the grid brackets the query heads that share a key/value head, a line says
-how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continuation.
+how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continuation and a
+"Positions" tab (:mod:`.position_panel`) plots how RoPE turns a head's q·k with distance.
 Before the first result a placeholder says what to do; errors go to the status line.
 
 One job at ~560 lines: the dock's controls and their wiring to the session; its
@@ -53,6 +54,7 @@ from attn_explorer.models.discovery import SMOLLM2_INSTALL
 from attn_explorer.models.session import Head, ModelSession, head_name
 from attn_explorer.ui.generation_panel import GenerationPanel
 from attn_explorer.ui.model_grid import TEXT_RGB, HeatmapItem, ThumbnailGrid, TokenAxis, color_map
+from attn_explorer.ui.position_panel import PositionPanel
 from attn_explorer.ui.workers import LatestRunner
 
 #: Pause after the last key stroke (or pick) before the model runs: typing never queues
@@ -187,6 +189,7 @@ class ModelView(QWidget):
         self.summary_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.summary_table.setMinimumHeight(60)
         self.generation = GenerationPanel(self.session)
+        self.positions = PositionPanel(self.session)
 
     def _build_layout(self) -> None:
         picker = QHBoxLayout()
@@ -223,6 +226,7 @@ class ModelView(QWidget):
         self.lower_tabs.addTab(head_panel, "Selected head")
         self.lower_tabs.addTab(summary_panel, "Summary per head")
         self.lower_tabs.addTab(self.generation, "Generate")
+        self.lower_tabs.addTab(self.positions, "Positions")
         self.lower_tabs.setDocumentMode(True)
         # The grid above the tabs, or beside them when that gives bigger cells (_arrange).
         self._heads = heads = QSplitter(Qt.Orientation.Vertical)
