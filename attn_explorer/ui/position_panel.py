@@ -112,7 +112,7 @@ class PositionPanel(QWidget):
             return
         theta = self._theta()
         if theta is None:
-            self._show_message("Computing…")
+            self._show_message("Waiting for the chosen model's result (type a sentence).")
             return
         layer, head = self.session.selected_head
         curve = head_position_curve(result, layer, head, theta, MAX_DISTANCE)
