@@ -330,6 +330,9 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["--llm"]:
         return llm_main(argv[1:])
+    if argv[:1] in (["-h"], ["--help"]):
+        print((__doc__ or "").strip())
+        return 0
     if argv:
         folder = Path(argv[0])
     else:
