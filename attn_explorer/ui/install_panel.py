@@ -53,14 +53,15 @@ class InstallPanel(QWidget):
         intro.setWordWrap(True)
         intro.setTextFormat(Qt.TextFormat.PlainText)  # the prefix is a path
         self.buttons: dict[str, QPushButton] = {}
-        row = QHBoxLayout()
+        # one above the other: side by side they made a narrow dock (and with it a 1280-pixel
+        # window) wider than it could be
+        row = QVBoxLayout()
         for package in INSTALLABLE:
             button = QPushButton(package.button_text)
             button.setToolTip(install.manual_command(package))
             button.clicked.connect(lambda _=False, p=package: self.start(p))
             self.buttons[package.label] = button
-            row.addWidget(button)
-        row.addStretch(1)
+            row.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
         self.progress = QProgressBar()
         self.progress.setRange(0, 0)  # pip tells no fraction when it is not on a terminal
         self.progress.setTextVisible(False)

