@@ -20,10 +20,12 @@ until it lasts long enough to be above timer noise.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -35,6 +37,13 @@ import numpy as np
 
 from attn_explorer.compute import attention, estimate_loop_seconds, flops
 from attn_explorer.compute.strategies import scores_batched, scores_loop, scores_matmul
+from attn_explorer.tools.bench_report import (
+    HIGHER,
+    TargetRow,
+    compare,
+    format_rows,
+    load_rows,
+)
 
 FULL_SCORE_SHAPES = [(1, 3, 2), (4, 64, 16), (16, 64, 16), (16, 512, 64), (16, 2048, 64)]
 FULL_ATTENTION_SHAPES = [(16, 512, 64), (16, 2048, 64)]
@@ -200,10 +209,10 @@ def bench_attention(
         min_seconds,
         pause,
     )
-    # torch is timed on its own: its OpenMP pool must not share turns with OpenBLAS.
-    torch_sdpa = None if quick else _torch_sdpa(query, key, value)  # importing torch takes seconds
-    if torch_sdpa is not None:
-        times.update(round_robin({"torch": torch_sdpa}, repeats, min_seconds, pause))
+    # torch runs in its own process: its OpenMP pool must not share cores with OpenBLAS.
+    torch_seconds = None if quick else _torch_sdpa_seconds(heads, tokens, dim, repeats)
+    if torch_seconds is not None:
+        times["torch"] = torch_seconds
     tracemalloc.start()
     result = attention(query, key, value)
     peak = tracemalloc.get_traced_memory()[1]
@@ -226,23 +235,54 @@ def bench_attention(
     return row
 
 
-def _torch_sdpa(
-    query: np.ndarray, key: np.ndarray, value: np.ndarray
-) -> Callable[[], object] | None:
-    """PyTorch's fused CPU attention on the same inputs and thread count, if installed."""
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
+def _torch_sdpa_seconds(heads: int, tokens: int, dim: int, repeats: int) -> float | None:
+    """Median seconds of PyTorch's fused CPU attention on the same shape, in its own process.
+
+    torch's OpenMP pool and numpy's OpenBLAS pool in one process fight over the cores
+    (medians ×3–10 measured here), so torch runs in a child that never imports numpy's
+    BLAS work. None when torch is not installed.
+    """
+    if importlib.util.find_spec("torch") is None:
         return None
-    torch.set_num_threads(blas_threads())
-    q, k, v = (torch.from_numpy(a) for a in (query, key, value))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attn_explorer.tools.bench",
+            "--torch-worker",
+            str(heads),
+            str(tokens),
+            str(dim),
+            str(repeats),
+            str(blas_threads()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"torch worker failed: {out.stderr.strip()[-500:]}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+
+
+def torch_worker(heads: int, tokens: int, dim: int, repeats: int, threads: int) -> float:
+    """Run in the child process: median seconds of ``F.scaled_dot_product_attention``."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (
+        torch.randn((1, heads, tokens, dim), generator=generator, dtype=torch.float32)
+        for _ in range(3)
+    )
 
     def run() -> object:
         with torch.no_grad():
             return F.scaled_dot_product_attention(q, k, v)
 
-    return run
+    min_seconds = 0.0 if tokens >= 1024 else 0.05
+    return round_robin({"torch": run}, repeats, min_seconds, 0.1)["torch"]
 
 
 def _fmt_seconds(seconds: float) -> str:
@@ -303,6 +343,58 @@ def format_tables(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def target_rows(report: dict[str, Any]) -> list[TargetRow]:
+    """The figures issue 15 sets targets for (and the ones to keep), from one report."""
+    rows: list[TargetRow] = []
+    torch_note = "" if report.get("torch") else "torch not installed: pip install -e '.[reference]'"
+    for row in report["attention"]:
+        shape = f"H{row['heads']} T{row['tokens']} d{row['dim']}"
+        big = (row["heads"], row["tokens"], row["dim"]) in FULL_ATTENTION_SHAPES
+        rows.append(
+            TargetRow(
+                f"attention() / torch SDPA (own process), {shape}",
+                row["ratio_to_torch"],
+                "×",
+                1.5 if big else None,
+                note="" if row["ratio_to_torch"] is not None else torch_note,
+            )
+        )
+        rows.append(
+            TargetRow(
+                f"attention() / its two matmuls, {shape}",
+                row["ratio_to_two_matmuls"],
+                "×",
+                1.6 if (row["heads"], row["tokens"]) == (16, 512) else None,
+            )
+        )
+        rows.append(TargetRow(f"attention(), {shape}", row["attention_seconds"] * 1e3, "ms"))
+    for row in report["scores"]:
+        shape = (row["heads"], row["tokens"], row["dim"])
+        if shape == (16, 64, 16):
+            rows.append(
+                TargetRow(
+                    "per-head matmul / batched, H16 T64 d16",
+                    row["ratios"]["matmul/batched"],
+                    "×",
+                    1.5,
+                    HIGHER,
+                    "kept: batching the heads stays clearly faster",
+                )
+            )
+        if shape[1] >= 512:
+            rows.append(
+                TargetRow(
+                    f"einsum / batched, H{shape[0]} T{shape[1]} d{shape[2]}",
+                    row["ratios"]["einsum/batched"],
+                    "×",
+                    0.95,
+                    HIGHER,
+                    "kept: batched at least as fast as np.einsum (within noise)",
+                )
+            )
+    return rows
+
+
 def run_benchmark(quick: bool = False, progress: Callable[[str], None] | None = None) -> dict:
     """Measure every row of the table and return it as plain data."""
     rng = np.random.default_rng(0)
@@ -314,6 +406,7 @@ def run_benchmark(quick: bool = False, progress: Callable[[str], None] | None = 
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
         "quick": quick,
+        "torch": importlib.util.find_spec("torch") is not None,
         "dtype": "float32",
         "scores": [],
         "attention": [],
@@ -326,6 +419,7 @@ def run_benchmark(quick: bool = False, progress: Callable[[str], None] | None = 
         if progress:
             progress(f"attention H={heads} T={tokens} d={dim}")
         report["attention"].append(asdict(bench_attention(heads, tokens, dim, rng, quick)))
+    report["targets"] = [row.as_dict() for row in target_rows(report)]
     return report
 
 
@@ -333,18 +427,47 @@ def run_bench(argv: Sequence[str]) -> int:
     """The ``bench`` sub-command: print the table (or ``--json``); return the exit status."""
     parser = argparse.ArgumentParser(
         prog="attn-explorer bench",
-        description="Time loop / matmul / batched / einsum scores and full attention().",
+        description="Time loop / matmul / batched / einsum scores and full attention(), "
+        "against the performance targets (now, target, ok).",
     )
     parser.add_argument(
         "--quick", action="store_true", help="small shapes, few repeats, no torch (< 10 s)"
     )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE.json", "AFTER.json"),
+        help="print the target rows of two --json runs side by side (of any bench)",
+    )
     args = parser.parse_args(list(argv))
+    if args.compare:
+        try:
+            before, after = (load_rows(path) for path in args.compare)
+        except (OSError, ValueError) as exc:
+            print(f"attn-explorer bench: {exc}", file=sys.stderr)
+            return 2
+        print(compare(before, after))
+        return 0
 
     def progress(message: str) -> None:
         if not args.json:
             print(f"  measuring {message} …", file=sys.stderr, flush=True)
 
     report = run_benchmark(quick=args.quick, progress=progress)
-    print(json.dumps(report, indent=2) if args.json else format_tables(report))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_tables(report))
+        print()
+        rows = [TargetRow(**{k: v for k, v in r.items() if k != "ok"}) for r in report["targets"]]
+        print(format_rows("Targets (issue 15), measured in this run", rows))
     return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--torch-worker"]:
+        h, t, d, repeats, threads = (int(a) for a in sys.argv[2:7])
+        print(json.dumps({"seconds": torch_worker(h, t, d, repeats, threads)}))
+        raise SystemExit(0)
+    raise SystemExit(run_bench(sys.argv[1:]))
