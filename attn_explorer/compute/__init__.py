@@ -5,6 +5,7 @@ Public API (documented in the README):
 - ``STRATEGIES``, ``STAGES``
 - ``attention_scores(query, key, strategy)`` and ``attention(...) -> AttentionResult``
 - ``softmax_rows(x, factor=, keep=, out=)``: the blocked, threaded masked softmax
+- ``Workspace``: work arrays ``attention(..., workspace=)`` reuses while nobody holds them
 - ``multi_head_attention(x, w_query, w_key, w_value, heads, ...)``
 - ``loop_trace(query, key) -> LoopTrace`` of ``LoopStep`` records
 - ``macs``, ``flops``, ``estimate_loop_seconds``, ``time_strategies``, ``LOOP_BUDGET``
@@ -41,6 +42,7 @@ from attn_explorer.compute.timing import (
 )
 from attn_explorer.compute.trace import GRANULARITIES, LoopStep, LoopTrace, loop_trace
 from attn_explorer.compute.validation import LIMITS, MAX_ABS_VALUE, MAX_PASTE_CELLS, Limits
+from attn_explorer.compute.workspace import Workspace
 
 __all__ = [
     "GRANULARITIES",
@@ -58,6 +60,7 @@ __all__ = [
     "LoopTrace",
     "MultiHeadResult",
     "TimingResult",
+    "Workspace",
     "attention",
     "attention_scores",
     "call_counts",

@@ -26,6 +26,7 @@ from attn_explorer.compute.validation import (
     check_values,
     to_4d,
 )
+from attn_explorer.compute.workspace import Workspace
 
 STRATEGIES = tuple(STRATEGY_FUNCTIONS)  # ("loop", "matmul", "batched"), in teaching order
 STAGES = ("scores", "scaled", "masked", "weights", "output")
@@ -46,9 +47,16 @@ def attention_scores(query: object, key: object, strategy: str = "batched") -> n
     return _scores(q, k, strategy)
 
 
-def _scores(q: np.ndarray, k: np.ndarray, strategy: str) -> np.ndarray:
-    """Q Kᵀ of already validated arrays, shaped like the inputs' leading dims."""
-    scores = STRATEGY_FUNCTIONS[strategy](to_4d(q), to_4d(k))  # (B, H, T_q, T_k)
+def _scores(
+    q: np.ndarray, k: np.ndarray, strategy: str, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Q Kᵀ of already validated arrays, shaped like the inputs' leading dims.
+
+    ``out`` (``(…, T_q, T_k)``, the inputs' dtype), if given, receives the scores.
+    """
+    q4, k4 = to_4d(q), to_4d(k)
+    out4 = None if out is None else out.reshape(*q4.shape[:-1], k4.shape[-2])  # a view
+    scores = STRATEGY_FUNCTIONS[strategy](q4, k4, out=out4)  # (B, H, T_q, T_k)
     return scores.reshape(*q.shape[:-2], q.shape[-2], k.shape[-2])  # (…, T_q, T_k)
 
 
@@ -177,6 +185,7 @@ def attention(
     scale: bool | float = True,
     causal: bool = False,
     mask: object | None = None,
+    workspace: Workspace | None = None,
 ) -> AttentionResult:
     """Scaled dot-product attention, every stage kept (see the module docstring).
 
@@ -184,7 +193,9 @@ def attention(
     leading dimensions. ``scale=True`` multiplies by 1/√d in the scores' dtype;
     a float gives the factor; ``False`` skips it. ``causal`` hides key j > query i
     (aligned at the last query when T_q ≠ T_k). ``mask`` is boolean, broadcastable
-    to the scores, True = keep.
+    to the scores, True = keep. ``workspace`` lends the scores, weights and output
+    arrays of an earlier call of the same shape once nothing refers to them any more
+    (see :mod:`attn_explorer.compute.workspace`); the numbers are the same either way.
     """
     if strategy not in STRATEGY_FUNCTIONS:
         raise ValueError(
@@ -198,11 +209,18 @@ def attention(
     factor = _scale_factor(scale, q.shape[-1])
     causal = _check_flag("causal", causal)
     keep = _combine_keep(t_q, t_k, causal, mask, (*q.shape[:-1], t_k))  # checked before work
-    scores = _scores(q, k, strategy)  # (…, T_q, T_k); q and k are checked once, above
+    grid = (*q.shape[:-1], t_k)  # (…, T_q, T_k)
+    if workspace is not None:
+        shapes = (grid, grid, (*q.shape[:-1], v.shape[-1] if v is not None else 0))
+        lent: list[np.ndarray | None] = list(workspace.take(shapes, q.dtype))
+    else:
+        lent = [None, None, None]
+    scores_out, weights_out, output_out = lent
+    scores = _scores(q, k, strategy, scores_out)  # (…, T_q, T_k); q, k are checked above
     try:
         # [stage weights]
         # each row: x = S·scale, hidden keys −inf; x −= max(x); e = exp(x); w = e / sum(e)
-        weights, fully = softmax_rows(scores, factor=factor, keep=keep)  # (…, T_q, T_k)
+        weights, fully = softmax_rows(scores, factor=factor, keep=keep, out=weights_out)
         # [end]
     except NonFiniteRows as exc:  # inputs are bounded, so only the scale can overflow
         raise ValueError(
@@ -211,7 +229,7 @@ def attention(
             "query/key values."
         ) from None
     # [stage output]
-    output = None if v is None else np.matmul(weights, v)  # (…,T_q,T_k) @ (…,T_k,d_v)
+    output = None if v is None else np.matmul(weights, v, out=output_out)  # (…,T_q,T_k)@(…,T_k,d_v)
     # [end]
     return AttentionResult(
         scores=scores,

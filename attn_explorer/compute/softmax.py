@@ -34,6 +34,13 @@ CHUNK_BLOCKS = 4
 WORKERS = max(1, min(8, os.cpu_count() or 1))
 
 LOG2_E = 1.4426950408889634  # log2(e)
+LN_2 = 0.6931471805599453  # ln(2) = 1 / log2(e)
+
+#: numpy's float32 exp2 takes ~24 µs per 128 K values when every result is a normal
+#: float, but 135 µs when a quarter are exp2(−inf) and ~1.8 ms when results are
+#: subnormal (measured here); np.exp stays at ~42 µs for all of them. Blocks whose
+#: shifted values all lie at or above this use exp2, the others exp.
+EXP2_NORMAL_MIN = -126.0
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -78,7 +85,15 @@ def _blocks(heads: int, t_q: int, t_k: int, itemsize: int) -> Iterator[Block]:
 
 
 class _Softmax:
-    """One softmax job: inputs, outputs and the work done on one block."""
+    """One softmax job: inputs, outputs and the work done on one block.
+
+    Per block, while it sits in cache: ``blk = x · c`` (hidden keys −inf), shift by
+    the block's max, exponentiate, sum each row with one BLAS matrix-vector product,
+    multiply by the reciprocal sums. For float32, ``c = factor · log2 e`` and the
+    exponential is ``exp2``: the scale, the change of base and the copy out of the
+    scores are one pass. Rows whose sum is tiny (their max lies far below the
+    block's, or every key is hidden) are redone with the textbook per-row softmax.
+    """
 
     def __init__(
         self,
@@ -88,26 +103,39 @@ class _Softmax:
         keep: np.ndarray | None,
     ) -> None:
         t_q, t_k = x.shape[-2], x.shape[-1]
+        self.t_q, self.t_k = t_q, t_k
         self.lead = x.shape[:-2]
         heads = int(np.prod(self.lead, dtype=np.int64))
         self.x = x.reshape(heads, t_q, t_k)  # (B·H, T_q, T_k): a view, x is contiguous
         self.out = out.reshape(heads, t_q, t_k)  # (B·H, T_q, T_k)
-        self.factor = x.dtype.type(factor)  # a float64 scalar would upcast every block
-        # float32 takes powers of 2: numpy's float32 exp2 is ~40% faster than exp, and
-        # e^d = 2^(d·log2 e). The shifted d ≤ 0 is rescaled, not x, so the rounding
-        # is relative to d and weights match softmax(scaled) as closely as with exp.
-        self.log2_e = x.dtype.type(LOG2_E) if x.dtype == np.float32 else None
-        self.minus_inf = x.dtype.type(-np.inf)
-        # Rows whose max is within ``margin`` of the block's share its shift: their
-        # largest exps stay ≥ e^-20, so every weight within 60 e-folds of its row's
-        # largest is a normal float (float32 underflows near e^-87).
-        self.margin = x.dtype.type(20.0 if x.dtype == np.float32 else 200.0)
+        self.out_rows = out.reshape(heads * t_q, t_k)  # every row of every head, a view
+        self.in_place = np.shares_memory(x, out)
+        dtype = x.dtype.type
+        self.factor = dtype(factor)  # a float64 scalar would upcast every block
+        # float32 takes powers of 2 where it can: numpy's float32 exp2 is ~40% faster than
+        # exp, and e^y = 2^(y·log2 e), so the base change folds into the scale:
+        # c = factor·log2 e (see EXP2_NORMAL_MIN for where exp2 is slow).
+        self.base2 = x.dtype == np.float32
+        self.c = dtype(float(factor) * LOG2_E) if self.base2 else self.factor
+        self.ln_2 = dtype(LN_2)
+        self.minus_inf = dtype(-np.inf)
+        self.ones = np.ones(t_k, dtype=x.dtype)  # (T_k,): row sums as one BLAS gemv
+        # A row counts as far when its sum after the block's shift is below T_k·e^-margin:
+        # every row kept on the fast path then has its max within ``margin`` e-folds of
+        # the shift, so its largest exps stay ≥ e^-20 and every weight within 60 e-folds
+        # of its row's largest is a normal float (float32 underflows near e^-87).
+        margin = 20.0 if x.dtype == np.float32 else 200.0
+        self.tiny = dtype(t_k * np.exp(-margin))
         # keep is either one (T_q, T_k) grid for every head, or broadcast per head.
         self.keep_grid: np.ndarray | None = None
+        # 0 where visible, −inf where hidden: adding it masks a block in one fast pass
+        # (a copyto with a boolean where= is ~3× slower).
+        self.bias_grid: np.ndarray | None = None
         self.keep_heads: np.ndarray | None = None
         if keep is not None:
             if keep.ndim <= 2:
                 self.keep_grid = np.broadcast_to(keep, (t_q, t_k))
+                self.bias_grid = np.where(self.keep_grid, dtype(0), self.minus_inf)  # (T_q, T_k)
             else:
                 self.keep_heads = np.broadcast_to(keep, x.shape)  # no copy: a view
         self.fully = np.zeros((heads, t_q), dtype=bool)
@@ -123,26 +151,30 @@ class _Softmax:
             return self.keep_heads[(*index, slice(r0, r1))]  # (heads, rows, T_k): block-sized
         return None
 
-    def _scaled_masked(self, block: Block, blk: np.ndarray) -> None:
-        """Write ``x * factor`` of the block into ``blk``, −inf where a key is hidden.
+    def _scaled_masked(
+        self, block: Block, src: np.ndarray, visible: np.ndarray | None, blk: np.ndarray
+    ) -> bool:
+        """Write ``src · c`` into ``blk``, −inf where a key is hidden; False if it overflowed.
 
-        An entry that overflows to −inf would pass for a hidden key: such rows are
-        recorded in ``bad`` (one min over the cache-resident block when |factor| > 1).
+        An entry that overflows to −inf would pass for a hidden key, so with |c| > 1
+        one min over the cache-resident block looks for it (``+inf`` and NaN show in
+        the block's max, which the caller takes anyway).
         """
-        h0, h1, r0, r1 = block
-        src = self.x[h0:h1, r0:r1]  # (heads, rows, T_k)
-        visible = self._visible(block)
-        if self.factor == 1:
+        if self.c == 1:
             np.copyto(blk, src)
         else:
-            np.multiply(src, self.factor, out=blk)
-            if abs(self.factor) > 1 and blk.min() == self.minus_inf:
+            np.multiply(src, self.c, out=blk)
+            if abs(self.c) > 1 and blk.min() == self.minus_inf:
                 overflowed = np.isneginf(blk) & ~np.isneginf(src)  # (heads, rows, T_k)
                 if visible is not None:
                     overflowed &= visible  # a hidden entry may overflow: it is −inf anyway
-                self._record_bad(block, np.asarray(overflowed.any(axis=-1)))
-        if visible is not None:
+                if overflowed.any():
+                    return False
+        if self.bias_grid is not None:
+            np.add(blk, self.bias_grid[block[2] : block[3]], out=blk)
+        elif visible is not None:
             np.copyto(blk, self.minus_inf, where=~visible)
+        return True
 
     def _record_bad(self, block: Block, rows: np.ndarray) -> bool:
         """Note the first row of ``block`` flagged in ``rows`` (heads, rows); True if any."""
@@ -154,44 +186,68 @@ class _Softmax:
 
     def run(self, blocks: list[Block]) -> None:
         # Overflow and inf − inf are detected below and reported by softmax_rows.
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             for block in blocks:
                 self._run_block(block)
 
     def _run_block(self, block: Block) -> None:
         h0, h1, r0, r1 = block
         blk = self.out[h0:h1, r0:r1]  # (heads, rows, T_k) view into the output
-        self._scaled_masked(block, blk)
-        # Any shift c gives the same softmax, exp(x − c) / Σ exp(x − c). One c for
-        # the whole block (its max) makes the subtraction a scalar one, about 3×
-        # faster than subtracting a column of row maxima. Rows whose own max lies
-        # far below c (or that are fully hidden) would underflow: they are set
-        # aside and get the textbook per-row softmax.
-        row_max = blk.max(axis=-1)  # (heads, rows); NaN if the row holds a NaN
-        if self._record_bad(block, ~(row_max < np.inf)) or self.bad:
-            return  # NaN or +inf: softmax_rows raises, the block's weights do not matter
-        shift = row_max.max()
+        rows = self.out_rows[h0 * self.t_q + r0 : (h1 - 1) * self.t_q + r1]  # same, 2-D
+        src = self.x[h0:h1, r0:r1]
+        if self.in_place:  # blk is src: keep the scores for rows redone below
+            src = src.copy()
+        visible = self._visible(block)
+        if not self._scaled_masked(block, src, visible, blk):
+            self._find_bad(block, src, visible)
+            return
+        # Any shift m gives the same softmax, exp(y − m) / Σ exp(y − m). One m for the
+        # whole block (its max, one cheap reduction) makes the subtraction a scalar one.
+        shift = blk.max()  # NaN if the block holds a NaN, +inf if it holds +inf
+        if not shift < np.inf:
+            self._find_bad(block, src, visible)
+            return
+        if self.bad:
+            return  # softmax_rows raises: the weights do not matter any more
         if shift == self.minus_inf:  # every key hidden for every row of the block
             blk[...] = 0
             self.fully[h0:h1, r0:r1] = True
             return
-        far = row_max < shift - self.margin  # (heads, rows)
-        any_far = bool(far.any())
-        far_rows = blk[far] if any_far else None  # (n, T_k) copy, before blk changes
         np.subtract(blk, shift, out=blk)
-        if self.log2_e is not None:
-            np.multiply(blk, self.log2_e, out=blk)
-            np.exp2(blk, out=blk)
+        if self.base2 and blk.min() >= EXP2_NORMAL_MIN:
+            np.exp2(blk, out=blk)  # every 2^y a normal float32: exp2's fast path
         else:
+            if self.base2:  # exp2 is 5–75× slower when a result is subnormal, 0 or of −inf
+                np.multiply(blk, self.ln_2, out=blk)
             np.exp(blk, out=blk)
-        row_sum = blk.sum(axis=-1, keepdims=True)  # (heads, rows, 1), ≥ e^-20
-        if far_rows is not None:
+        row_sum = rows @ self.ones  # (rows,): a BLAS gemv, ~4× faster than sum(axis=-1)
+        far = row_sum < self.tiny  # max far below the shift, or every key hidden
+        if far.any():
             row_sum[far] = 1  # those rows are overwritten below
-        np.divide(blk, row_sum, out=blk)
-        if far_rows is not None:
-            exact, dead = softmax_each_row(far_rows)
-            blk[far] = exact
-            self.fully[h0:h1, r0:r1][far] = dead
+        np.reciprocal(row_sum, out=row_sum)
+        np.multiply(rows, row_sum[:, None], out=rows)
+        if far.any():
+            self._redo_far_rows(block, src, visible, far.reshape(blk.shape[:2]))
+
+    def _redo_far_rows(
+        self, block: Block, src: np.ndarray, visible: np.ndarray | None, far: np.ndarray
+    ) -> None:
+        """The textbook softmax, row by row, of the rows the block's shift would underflow."""
+        h0, h1, r0, r1 = block
+        y = src[far] * self.factor  # (n, T_k): a copy
+        if visible is not None:
+            y[~np.broadcast_to(visible, src.shape)[far]] = self.minus_inf
+        exact, dead = softmax_each_row(y)
+        self.out[h0:h1, r0:r1][far] = exact
+        self.fully[h0:h1, r0:r1][far] = dead
+
+    def _find_bad(self, block: Block, src: np.ndarray, visible: np.ndarray | None) -> None:
+        """Record the first row whose visible ``src · factor`` is NaN, +inf or overflowed."""
+        y = src * self.factor
+        finite = np.isfinite(y) | (np.isneginf(src) & np.isneginf(y))  # −inf scores stay −inf
+        if visible is not None:
+            finite |= ~np.broadcast_to(visible, src.shape)
+        self._record_bad(block, ~finite.all(axis=-1))
 
 
 def softmax_each_row(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -20,8 +20,11 @@ import inspect
 import numpy as np
 
 
-def scores_loop(query: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Nested Python loops over (b, h, i, j, d), multiply-adding Python floats."""
+def scores_loop(query: np.ndarray, key: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Nested Python loops over (b, h, i, j, d), multiply-adding Python floats.
+
+    ``out``, if given, is a (B, H, T_q, T_k) array of the inputs' dtype to copy into.
+    """
     B, H, T_q, d_head = query.shape
     T_k = key.shape[2]
     Q_all = query.tolist()  # nested lists of Python floats: no numpy in the loop body
@@ -38,14 +41,21 @@ def scores_loop(query: np.ndarray, key: np.ndarray) -> np.ndarray:
                         total += Q[i][d] * K[j][d]
                     scores[i][j] = total
     # [end]
-    return np.array(S_all, dtype=query.dtype).reshape(B, H, T_q, T_k)
+    result = np.array(S_all, dtype=query.dtype).reshape(B, H, T_q, T_k)
+    if out is None:
+        return result
+    out[...] = result
+    return out
 
 
-def scores_matmul(query: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """One ``q @ k.T`` per (batch, head): a Python loop over heads, BLAS inside."""
+def scores_matmul(query: np.ndarray, key: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """One ``q @ k.T`` per (batch, head): a Python loop over heads, BLAS inside.
+
+    ``out``, if given, is a (B, H, T_q, T_k) array of the inputs' dtype to write into.
+    """
     B, H, T_q, _ = query.shape
     T_k = key.shape[2]
-    scores = np.empty((B, H, T_q, T_k), dtype=query.dtype)
+    scores = np.empty((B, H, T_q, T_k), dtype=query.dtype) if out is None else out
     # [strategy matmul]
     for b in range(B):
         for h in range(H):
@@ -54,11 +64,15 @@ def scores_matmul(query: np.ndarray, key: np.ndarray) -> np.ndarray:
     return scores
 
 
-def scores_batched(query: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """One batched matmul over every (batch, head) at once: no Python loop over heads."""
+def scores_batched(query: np.ndarray, key: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """One batched matmul over every (batch, head) at once: no Python loop over heads.
+
+    ``out``, if given, is a (B, H, T_q, T_k) array of the inputs' dtype to write into.
+    """
     # [strategy batched]
     key_t = np.swapaxes(key, -1, -2)  # (B, H, T_k, d) -> (B, H, d, T_k)
-    scores = np.matmul(query, key_t)  # (B, H, T_q, d) @ (B, H, d, T_k) -> (B, H, T_q, T_k)
+    # (B, H, T_q, d) @ (B, H, d, T_k) -> (B, H, T_q, T_k); out: None, or an array to reuse
+    scores = np.matmul(query, key_t, out=out)
     # [end]
     return scores
 

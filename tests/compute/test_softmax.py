@@ -113,3 +113,19 @@ def test_mixed_dead_and_far_rows_in_one_block():
     assert fully.tolist() == [False, False, True]
     np.testing.assert_allclose(weights[0], weights[1], rtol=1e-6)
     assert weights[2].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("far_value", [None, -100.0, -1000.0, -np.inf])
+def test_exp2_and_exp_paths_give_the_reference(far_value):
+    """A block whose shifted values stay above 2^-126 takes exp2; one with a tiny, zero or
+    hidden entry takes exp (exp2 is very slow there). Both give the textbook weights."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    if far_value is not None:
+        x[2, 3] = far_value  # one entry far below the block max
+    weights, fully = softmax_rows(x, factor=0.7)
+    expected, _ = reference_softmax(x.astype(np.float64) * 0.7, None)
+    np.testing.assert_allclose(weights, expected, rtol=2e-6, atol=1e-30)
+    assert weights.dtype == np.float32 and not fully.any()
+    if far_value is not None:
+        assert weights[2, 3] < 1e-20
