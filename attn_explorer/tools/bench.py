@@ -362,7 +362,10 @@ def format_tables(report: dict[str, Any]) -> str:
 def target_rows(report: dict[str, Any]) -> list[TargetRow]:
     """The figures issue 15 sets targets for (and the ones to keep), from one report."""
     rows: list[TargetRow] = []
-    torch_note = "" if report.get("torch") else "torch not installed: pip install -e '.[reference]'"
+    if not report.get("torch"):
+        torch_note = "torch not installed: pip install -e '.[reference]'"
+    else:
+        torch_note = "not measured with --quick" if report.get("quick") else ""
     for row in report["attention"]:
         shape = f"H{row['heads']} T{row['tokens']} d{row['dim']}"
         big = (row["heads"], row["tokens"], row["dim"]) in FULL_ATTENTION_SHAPES

@@ -87,7 +87,12 @@ def rows_json(rows: Iterable[TargetRow], **extra: Any) -> dict[str, Any]:
 
 def load_rows(path: str | Path) -> list[TargetRow]:
     """The target rows of a JSON file written with ``--json``."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path}: not JSON ({exc}); write it with the bench's --json option."
+        ) from None
     rows = data.get("targets") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise ValueError(f"{path}: no 'targets' list; write it with the bench's --json option.")

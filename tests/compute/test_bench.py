@@ -28,6 +28,12 @@ def test_quick_json_has_every_column(capsys):
         # the result alone holds scores and weights: two (H, T, T) tensors
         assert 1.9 < row["peak_in_score_tensors"] < 3
         assert (row["torch_seconds"] is None) == (row["ratio_to_torch"] is None)
+    targets = {row["measure"]: row for row in report["targets"]}
+    torch_row = targets["attention() / torch SDPA (own process), H4 T256 d32"]
+    assert torch_row["now"] is None and torch_row["note"]  # says why it is missing
+    per_head = targets["per-head matmul / batched, H16 T64 d16"]
+    assert per_head["now"] == report["scores"][2]["ratios"]["matmul/batched"]
+    assert per_head["ok"] == (per_head["now"] >= per_head["target"])
     text = format_tables(report)
     assert "Scores S = Q Kᵀ" in text and "Full attention()" in text
     assert text.count("\n") > len(report["scores"]) + len(report["attention"])
