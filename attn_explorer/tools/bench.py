@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from attn_explorer.compute import Workspace, attention, estimate_loop_seconds, flops
+from attn_explorer import compute
+from attn_explorer.compute import attention, estimate_loop_seconds, flops
 from attn_explorer.compute.strategies import scores_batched, scores_loop, scores_matmul
 from attn_explorer.tools.bench_report import (
     HIGHER,
@@ -204,13 +205,16 @@ def bench_attention(
         scores_batched(query, key, out=grid)  # (1, H, T, T)
         return np.matmul(grid, value, out=out)  # (1, H, T, T) @ (1, H, T, d) -> (1, H, T, d)
 
-    workspace = Workspace()  # as the app keeps one: each edit recomputes the same shape
+    # As the app keeps one: each edit recomputes the same shape. (A tree from before
+    # Workspace existed, run for a before/after --compare, has none.)
+    workspace = getattr(compute, "Workspace", None)
+    kept: dict[str, Any] = {} if workspace is None else {"workspace": workspace()}
     repeats = 3 if quick else 7
     min_seconds = 0.0 if tokens >= 1024 else 0.05
     pause = 0.0 if quick else 0.1
     times = round_robin(
         {
-            "attention": lambda: attention(query, key, value, workspace=workspace),
+            "attention": lambda: attention(query, key, value, **kept),
             "fresh": lambda: attention(query, key, value),
             "two matmuls": two_matmuls,
         },
