@@ -1,5 +1,8 @@
 """``attn-explorer bench``: one table of loop / matmul / batched / einsum timings.
 
+One job: measure the compute layer in one run and print it; the measuring, the
+text table and the target rows read the same report, so they stay in one module.
+
 Everything in the table is measured in one run, on float32 inputs with B = 1:
 
 * score strategies at several (H, T, d): median seconds of the loop (or its
@@ -10,7 +13,8 @@ Everything in the table is measured in one run, on float32 inputs with B = 1:
 * full ``attention()`` (scale + mask + softmax + weights @ V): its time, its ratio
   to the two batched matmuls it cannot avoid, its peak extra memory as a multiple
   of one (H, T, T) tensor, and PyTorch's ``scaled_dot_product_attention`` when
-  torch is installed.
+  torch is installed (timed in its own process);
+* the target rows of issue 15 (now, target, ok), also in ``--json``.
 
 Methods are timed round-robin (one sample of each, then the next round) so a
 burst of load on the machine hits them all alike; each sample repeats a fast call
