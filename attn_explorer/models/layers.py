@@ -180,12 +180,16 @@ ACTIVATION_FUNCTIONS = {
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     """Normalise the last axis to mean 0, variance 1 (biased), then scale and shift."""
     t = x.dtype.type
-    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    centred = x - mean
-    variance = (centred * centred).mean(axis=-1, keepdims=True)  # (..., 1)
-    return centred / np.sqrt(variance + t(eps)) * weight + bias
+    centred = x - x.mean(axis=-1, keepdims=True)  # (..., hidden)
+    variance = np.mean(np.square(centred), axis=-1, keepdims=True)  # (..., 1)
+    centred *= 1 / np.sqrt(variance + t(eps))  # one division per row, as torch's rsqrt
+    centred *= weight
+    centred += bias
+    return centred
 
 
 def dense(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """A PyTorch Linear: x Wᵀ + b, with W stored (out, in)."""
-    return x @ weight.T + bias  # (..., in) @ (in, out) -> (..., out)
+    out = x @ weight.T  # (..., in) @ (in, out) -> (..., out)
+    out += bias  # in place: no second (..., out) array
+    return out
