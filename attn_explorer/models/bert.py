@@ -402,7 +402,8 @@ class BertModel:
             keep = np.asarray(attention_mask).astype(bool)
             if keep.shape != ids.shape:
                 raise ValueError("attention_mask: must have input_ids' shape (B, T).")
-            mask = keep[:, None, None, :]  # (B, 1, 1, T): every head and query row skips padding
+            if not keep.all():  # without padding no key is hidden: the softmax skips masking
+                mask = keep[:, None, None, :]  # (B, 1, 1, T): every head and query skips padding
 
         x = (
             self.word_embeddings[ids]  # (B, T, hidden)

@@ -124,6 +124,20 @@ def test_padding_mask_makes_a_padded_batch_equal_the_single_sentences(tiny_model
     np.testing.assert_allclose(batch.hidden_states[0, -1, :n], alone.last_hidden_state, atol=1e-5)
 
 
+def test_a_mask_without_padding_equals_no_mask(tiny_model):
+    """All-ones attention_mask (what attention() passes) hides nothing; a 0 still hides."""
+    encoding = tiny_model.encode("the dog ran on the mat")
+    ids = np.array([encoding.input_ids])
+    types = np.zeros_like(ids)
+    ones = tiny_model.forward(ids, types, np.ones_like(ids))
+    unmasked = tiny_model.forward(ids, types)
+    for name in ("scores", "weights", "hidden_states"):
+        np.testing.assert_array_equal(getattr(ones, name), getattr(unmasked, name))
+    last_hidden = np.ones_like(ids)
+    last_hidden[0, -1] = 0
+    np.testing.assert_array_equal(tiny_model.forward(ids, types, last_hidden).weights[..., -1], 0)
+
+
 def test_head_for_the_explorer(tiny_model):
     result = tiny_model.attention("the cat sat")
     head = result.head(1, 0)
