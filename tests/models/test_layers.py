@@ -64,7 +64,7 @@ def test_gelu_float32_is_within_3_5_ulps_for_positive_x_and_1e_5_relative_below_
     error = np.abs(out.astype(np.float64) - expected)
     positive = x >= 0
     ulp = np.spacing(np.abs(expected[positive]).astype(np.float32)).astype(np.float64)
-    assert (error[positive] / ulp).max() <= 3.5  # measured 3.07
+    assert (error[positive] / ulp).max() <= 3.5  # measured 2.6 (3.07 on a 5× finer grid)
     negative = (x < 0) & (x > -9)  # below −9 the result is under 1e-18
     assert (error[negative] / np.abs(expected[negative])).max() <= 1e-5  # measured 6.5e-6
     assert error.max() <= 2.5e-7

@@ -133,9 +133,9 @@ def test_a_mask_without_padding_equals_no_mask(tiny_model):
     unmasked = tiny_model.forward(ids, types)
     for name in ("scores", "weights", "hidden_states"):
         np.testing.assert_array_equal(getattr(ones, name), getattr(unmasked, name))
-    last_hidden = np.ones_like(ids)
-    last_hidden[0, -1] = 0
-    np.testing.assert_array_equal(tiny_model.forward(ids, types, last_hidden).weights[..., -1], 0)
+    hide_last = np.ones_like(ids)
+    hide_last[0, -1] = 0
+    np.testing.assert_array_equal(tiny_model.forward(ids, types, hide_last).weights[..., -1], 0)
 
 
 def test_head_for_the_explorer(tiny_model):
