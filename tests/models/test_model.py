@@ -83,6 +83,22 @@ def test_forward_matches_an_independent_float64_reference(tiny_model_dir, tiny_m
     np.testing.assert_allclose(result.last_hidden_state, last, atol=1e-4)
 
 
+def test_fused_qkv_equals_separate_projections_to_float32_rounding(
+    tiny_model_dir, tiny_model, separate_projections
+):
+    """Q, K and V come from one (3·hidden, hidden) matmul: the same as three Linears."""
+    result = tiny_model.attention("the cat sat on the mat.")
+    separate, weights = separate_projections(tiny_model_dir, result)
+    for name, expected in separate.items():
+        assert expected.dtype == getattr(result, name).dtype == np.float32
+        np.testing.assert_allclose(getattr(result, name), expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(result.weights, weights, atol=1e-6)
+    file = SafetensorsFile(tiny_model_dir / "model.safetensors")
+    for name in ("query", "key", "value"):  # the fused matrix's row blocks are the file's
+        stored = file.get(f"encoder.layer.1.attention.self.{name}.weight")
+        np.testing.assert_array_equal(getattr(tiny_model.layers[1], name), stored)
+
+
 @pytest.mark.parametrize("strategy", ["loop", "matmul"])
 def test_strategies_agree_with_batched(tiny_model, strategy):
     text = "unaffable hello, world!"
@@ -106,6 +122,20 @@ def test_padding_mask_makes_a_padded_batch_equal_the_single_sentences(tiny_model
     np.testing.assert_allclose(batch.weights[0, :, :, :n, :n], alone.weights, atol=1e-6)
     np.testing.assert_array_equal(batch.weights[0, :, :, :, n:], 0)  # nobody looks at padding
     np.testing.assert_allclose(batch.hidden_states[0, -1, :n], alone.last_hidden_state, atol=1e-5)
+
+
+def test_a_mask_without_padding_equals_no_mask(tiny_model):
+    """All-ones attention_mask (what attention() passes) hides nothing; a 0 still hides."""
+    encoding = tiny_model.encode("the dog ran on the mat")
+    ids = np.array([encoding.input_ids])
+    types = np.zeros_like(ids)
+    ones = tiny_model.forward(ids, types, np.ones_like(ids))
+    unmasked = tiny_model.forward(ids, types)
+    for name in ("scores", "weights", "hidden_states"):
+        np.testing.assert_array_equal(getattr(ones, name), getattr(unmasked, name))
+    hide_last = np.ones_like(ids)
+    hide_last[0, -1] = 0
+    np.testing.assert_array_equal(tiny_model.forward(ids, types, hide_last).weights[..., -1], 0)
 
 
 def test_head_for_the_explorer(tiny_model):
