@@ -57,6 +57,7 @@ from attn_explorer.ui.toolbar import OptionsBar, StrategyToggle
 if TYPE_CHECKING:
     from attn_explorer.models.bert import TakenHead
     from attn_explorer.ui.heatmaps import HeatmapGrid
+    from attn_explorer.ui.lessons_panel import LessonsPanel
     from attn_explorer.ui.model_view import ModelView
     from attn_explorer.ui.timing_panel import TimingPanel
     from attn_explorer.ui.vectors_view import VectorsView
@@ -141,6 +142,11 @@ class MainWindow(QMainWindow):
             self.installEventFilter(self._first_paint)
         self.recompute.run()
         self._update_title()
+
+    @property
+    def lessons(self) -> LessonsPanel:
+        """The Lessons dock's panel (made on first use: the dock starts hidden)."""
+        return self.lessons_dock.panel
 
     # -- construction ---------------------------------------------------------------------
     def _build_views(self) -> None:
@@ -268,7 +274,6 @@ class MainWindow(QMainWindow):
         self.lessons_dock = LessonsDock(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.lessons_dock)
         self.lessons_dock.hide()
-        self.lessons = self.lessons_dock.panel
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
