@@ -48,6 +48,8 @@ real_qt_application = app_module.qt_application
 
 def qt_application():
     app = real_qt_application()
+    if hasattr(app, "first_frame_watch"):  # the app asks again later (exports, previews)
+        return app
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtGui import QWindow
     from PySide6.QtWidgets import QMainWindow
@@ -90,8 +92,8 @@ def qt_application():
                     app.exit(0)
             return True
 
-    frames = Frames(app)
-    app.installEventFilter(frames)
+    app.first_frame_watch = Frames(app)
+    app.installEventFilter(app.first_frame_watch)
     return app
 
 app_module.qt_application = qt_application
