@@ -80,7 +80,8 @@ class _FirstPaint(QObject):
         if event.type() == QEvent.Type.Paint and not self.done:
             self.done = True
             watched.removeEventFilter(self)
-            QTimer.singleShot(0, self.callback)  # after this frame is painted and shown
+            # after this frame is painted and shown; never once the window is gone
+            QTimer.singleShot(0, watched, self.callback)
         return False
 
 
@@ -611,6 +612,9 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop every timer and background job (the window is going away)."""
         self.recompute.shutdown()
+        if self._plots_placeholder is not None:
+            self._plots_placeholder.detach()  # closed before the grid replaced it
+            self._plots_placeholder = None
         if self.timing_panel is not None:
             self.timing_panel.runner.cancel(quiet=True)
         self.stepper.shutdown()
