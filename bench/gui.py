@@ -1,11 +1,16 @@
 """GUI benchmark (offscreen): start-up, edit-to-repaint latency, heatmap redraw rate, stalls.
 
-    python bench/gui.py [--quick] [--json]
+    python bench/gui.py [--quick] [--json] [--startup]
 
 Prints one table measured in one run, each row with its target (issue 15) and
 whether it is met; ``--json`` prints the same rows as JSON, for
 ``attn-explorer bench --compare BEFORE.json AFTER.json``. Not a test: these
 machines are shared and noisy, so the figures go into notes, not assertions.
+
+The start-up rows time ``attn-explorer`` itself in fresh processes, from the moment
+the process is started: to its first frame fully painted, and to the complete window
+(interactive heatmaps painted). ``--startup`` measures only those; with ``-X
+importtime`` on FIRST_PAINT_SCRIPT and ``--first`` it shows what the first paint imports.
 """
 
 from __future__ import annotations
