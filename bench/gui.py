@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -106,43 +105,42 @@ sys.exit(main([]))
 """
 
 
-def _bench_env() -> dict[str, str]:
-    """A first start (no settings, no autosave) with compiled bytecode, as an installed app has.
+def _bench_env(folder: Path) -> dict[str, str]:
+    """A first start (no settings, no autosave: both in ``folder``) with compiled bytecode, as
+    an installed app has.
 
     Without a bytecode cache (``PYTHONDONTWRITEBYTECODE``, set on some machines) every start
-    would compile the app's modules again, which no installed copy does.
+    would compile the app's modules again, which no installed copy does. The cache is kept
+    between runs (writing it is safe when several runs share it).
     """
     env = dict(os.environ)
-    root = Path(tempfile.gettempdir())
-    settings, data = root / "attn-bench-settings", root / "attn-bench-data"
-    shutil.rmtree(settings, ignore_errors=True)
-    shutil.rmtree(data, ignore_errors=True)
-    env["ATTN_EXPLORER_SETTINGS_DIR"] = str(settings)
-    env["ATTN_EXPLORER_DATA_DIR"] = str(data)
+    env["ATTN_EXPLORER_SETTINGS_DIR"] = str(folder / "settings")
+    env["ATTN_EXPLORER_DATA_DIR"] = str(folder / "data")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(root / "attn-bench-pycache")
+    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "attn-bench-pycache")
     return env
 
 
 def cold_start(runs: int) -> tuple[float, float]:
     """Medians over ``runs`` processes: (first frame, window complete), in seconds."""
-    env = _bench_env()
     first, complete = [], []
-    for n in range(runs + 1):  # run 0 fills the bytecode cache and the OS's file cache
-        out = subprocess.run(
-            [sys.executable, "-c", FIRST_PAINT_SCRIPT, repr(time.time())],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
-        lines = out.stdout.strip().splitlines()
-        if out.returncode != 0 or not lines:
-            raise RuntimeError(f"the start-up run failed:\n{out.stdout}\n{out.stderr}")
-        if n > 0:
-            painted, done = (float(text) for text in lines[-1].split())
-            first.append(painted)
-            complete.append(done)
+    with tempfile.TemporaryDirectory(prefix="attn-bench-") as folder:
+        env = _bench_env(Path(folder))
+        for n in range(runs + 1):  # run 0 fills the bytecode cache and the OS's file cache
+            out = subprocess.run(
+                [sys.executable, "-c", FIRST_PAINT_SCRIPT, repr(time.time())],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            lines = out.stdout.strip().splitlines()
+            if out.returncode != 0 or not lines:
+                raise RuntimeError(f"the start-up run failed:\n{out.stdout}\n{out.stderr}")
+            if n > 0:
+                painted, done = (float(text) for text in lines[-1].split())
+                first.append(painted)
+                complete.append(done)
     return statistics.median(first), statistics.median(complete)
 
 
