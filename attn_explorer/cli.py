@@ -130,9 +130,10 @@ def _plain(value: object) -> object:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``attn-explorer`` and ``python -m attn_explorer``."""
-    import multiprocessing
+    if getattr(sys, "frozen", False):  # only a bundle needs it; the import costs ~6 ms
+        import multiprocessing
 
-    multiprocessing.freeze_support()  # a frozen bundle's timing child processes start here
+        multiprocessing.freeze_support()  # a frozen bundle's timing child processes start here
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         if args_list and args_list[0] == "scores":

@@ -53,7 +53,7 @@ from attn_explorer.state.files import (
     write_atomic,
     write_atomic_with,
 )
-from attn_explorer.state.presets import preset
+from attn_explorer.state.presets import PRESET_TEXT, preset
 from attn_explorer.state.session import Session
 from attn_explorer.state.types import MATRICES, Options, Snapshot, cell_label, out_of_range
 
@@ -461,7 +461,7 @@ def list_examples() -> list[tuple[str, Traversable]]:
     from attn_explorer.resources_path import resource
 
     return [
-        (preset(name).title, resource("examples", file)) for file, name in EXAMPLE_FILES.items()
+        (PRESET_TEXT[name][0], resource("examples", file)) for file, name in EXAMPLE_FILES.items()
     ]
 
 

@@ -11,6 +11,47 @@ from attn_explorer.state.types import Options, Preset, Snapshot, default_tokens
 WORKED_QK = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
 
 
+def random_title(
+    batch: int = 1, heads: int = 4, tokens: int = 8, dim: int = 4, seed: int = 0
+) -> str:
+    """The title of :func:`random_preset` made with these arguments."""
+    return f"Random (B={batch}, H={heads}, T={tokens}, d={dim}, seed {seed})"
+
+
+#: Each preset's title and description. The menus are made from these at start-up without
+#: making any numbers (two presets draw random ones: numpy.random takes ~10 ms to import).
+PRESET_TEXT: dict[str, tuple[str, str]] = {
+    "worked": (
+        "Worked example",
+        "Three tokens, two dimensions, one head: Q = K = [[1,0],[0,1],[1,1]].",
+    ),
+    "exercise": (
+        "Exercise: k4 = (2, 0)",
+        "Adds k4 = (2, 0). Predict: is q2·k4 larger or smaller than q2·k2?",
+    ),
+    "random": (
+        random_title(),
+        "Seeded random numbers from a standard normal distribution.",
+    ),
+    "identity": (
+        "Identity",
+        "Q = K = I (4×4): each query matches only its own key, so S = I.",
+    ),
+    "duplicates": (
+        "Duplicate tokens (ties)",
+        "Keys k1 and k2 are equal, so every query weighs them exactly alike.",
+    ),
+    "large-norms": (
+        "Large norms (softmax saturation)",
+        "Vectors of length ~10: scores near 100 make softmax put ~all weight on one key.",
+    ),
+    "causal": (
+        "Causal language model",
+        "A causal mask hides later tokens: row i only attends to keys j ≤ i.",
+    ),
+}
+
+
 def _snap(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray | None = None) -> Snapshot:
     q4 = np.asarray(q, dtype=np.float64).reshape((1,) * (4 - np.ndim(q)) + np.shape(q))
     k4 = np.asarray(k, dtype=np.float64).reshape((1,) * (4 - np.ndim(k)) + np.shape(k))
@@ -26,8 +67,7 @@ def worked_example() -> Preset:
     q = np.array(WORKED_QK)
     return Preset(
         "worked",
-        "Worked example",
-        "Three tokens, two dimensions, one head: Q = K = [[1,0],[0,1],[1,1]].",
+        *PRESET_TEXT["worked"],
         _snap(["t1", "t2", "t3"], q, q, np.eye(3, 2)),
         Options(scale=False),
     )
@@ -39,8 +79,7 @@ def exercise() -> Preset:
     k = np.array([*WORKED_QK, [2.0, 0.0]])
     return Preset(
         "exercise",
-        "Exercise: k4 = (2, 0)",
-        "Adds k4 = (2, 0). Predict: is q2·k4 larger or smaller than q2·k2?",
+        *PRESET_TEXT["exercise"],
         _snap(["t1", "t2", "t3", "t4"], q, k),
         Options(scale=False, strategy="loop", predict=True, granularity="cell"),
         vectors_query=1,  # q2, which the exercise asks about
@@ -57,8 +96,8 @@ def random_preset(
     big = batch * heads * tokens * tokens > 1_000_000
     return Preset(
         "random",
-        f"Random (B={batch}, H={heads}, T={tokens}, d={dim}, seed {seed})",
-        "Seeded random numbers from a standard normal distribution.",
+        random_title(batch, heads, tokens, dim, seed),
+        PRESET_TEXT["random"][1],
         Snapshot(tuple(default_tokens(tokens)), q, k, v),
         Options(seed=seed, dtype="float32" if big else "float64"),
     )
@@ -69,8 +108,7 @@ def identity() -> Preset:
     eye = np.eye(4)
     return Preset(
         "identity",
-        "Identity",
-        "Q = K = I (4×4): each query matches only its own key, so S = I.",
+        *PRESET_TEXT["identity"],
         _snap(default_tokens(4), eye, eye, eye),
     )
 
@@ -81,8 +119,7 @@ def duplicate_tokens() -> Preset:
     k = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     return Preset(
         "duplicates",
-        "Duplicate tokens (ties)",
-        "Keys k1 and k2 are equal, so every query weighs them exactly alike.",
+        *PRESET_TEXT["duplicates"],
         _snap(["the", "the", "cat"], q, k),
         Options(stage="weights"),
     )
@@ -98,8 +135,7 @@ def large_norms() -> Preset:
     q = np.array([[10.0, 0.0], [0.0, 10.0], [7.0, 7.0]])
     return Preset(
         "large-norms",
-        "Large norms (softmax saturation)",
-        "Vectors of length ~10: scores near 100 make softmax put ~all weight on one key.",
+        *PRESET_TEXT["large-norms"],
         _snap(default_tokens(3), q, q),
         Options(stage="weights", scale=False),
     )
@@ -114,8 +150,7 @@ def causal_demo() -> Preset:
     v = np.round(rng.standard_normal((1, 2, 6, 4)), 2)
     return Preset(
         "causal",
-        "Causal language model",
-        "A causal mask hides later tokens: row i only attends to keys j ≤ i.",
+        *PRESET_TEXT["causal"],
         Snapshot(tuple(tokens), q, k, v),
         Options(causal=True, stage="weights"),
     )

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QMenu, QMenuBar
 from attn_explorer.compute import STAGES, STRATEGIES
 from attn_explorer.state.io import list_examples
 from attn_explorer.state.labels import STAGE_NAMES
-from attn_explorer.state.presets import PRESETS
+from attn_explorer.state.presets import PRESET_TEXT, PRESETS
 
 if TYPE_CHECKING:
     from attn_explorer.ui.main_window import MainWindow
@@ -193,17 +193,15 @@ class WindowActions(QObject):
         w = self.window
         act = self._action
         self.presets = {}
-        for name, make in PRESETS.items():
+        for name in PRESETS:
             if name == "random":
                 self.presets[name] = act(
                     "Random…", w.random_preset_dialog, None,
                     "Seeded random Q, K, V of a size you choose",
                 )  # fmt: skip
             else:
-                preset = make()
-                self.presets[name] = act(
-                    preset.title, partial(files.load_preset, name), None, preset.description
-                )
+                title, description = PRESET_TEXT[name]
+                self.presets[name] = act(title, partial(files.load_preset, name), None, description)
 
     def _timing_actions(self) -> None:
         w = self.window

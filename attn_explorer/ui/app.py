@@ -35,6 +35,11 @@ def qt_application() -> QApplication:
 
 def run_app(session_path: str | None = None) -> int:
     """Open the window (on ``session_path``, else see ``FileCommands.start``); run the app."""
+    # The Qt-free layers (numpy, compute, state) before any Qt: once PySide6 is imported,
+    # every import passes through its Python import hook (shibokensupport's feature_import),
+    # which cost numpy's and these modules' ~150 imports ~20 ms of the start-up.
+    import attn_explorer.state.app_state
+    import attn_explorer.state.figure  # noqa: F401  (the heatmap preview's)
     from attn_explorer.ui.settings import APPLICATION, ORGANIZATION
 
     app = qt_application()

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QWidget
 
-from attn_explorer.lessons.registry import HIGHLIGHT_TARGETS
-
 #: The frame: wide and orange, readable on the light and the dark palette.
 FRAME_STYLE = "{cls} {{ border: 3px solid #ff8c00; }}"
 #: How long a frame stays when a step does not say (ms).
@@ -35,6 +33,8 @@ class Highlighter:
 
     def targets(self) -> dict[str, QWidget]:
         """The controls a lesson may point at that exist now, by name."""
+        from attn_explorer.lessons.registry import HIGHLIGHT_TARGETS  # not at start-up
+
         found = {name: self.window.findChild(QWidget, name) for name in HIGHLIGHT_TARGETS}
         return {name: widget for name, widget in found.items() if widget is not None}
 
@@ -44,6 +44,8 @@ class Highlighter:
             self._clear(widget)
         if name is None:
             return
+        from attn_explorer.lessons.registry import HIGHLIGHT_TARGETS
+
         if name not in HIGHLIGHT_TARGETS:
             raise KeyError(
                 f"unknown highlight target {name!r}; one of {', '.join(HIGHLIGHT_TARGETS)}"

@@ -34,11 +34,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer.lessons.engine import Lesson, LessonError, LessonRunner, load_lessons
-from attn_explorer.lessons.window import LessonWindow
 from attn_explorer.ui.settings import settings
 
 if TYPE_CHECKING:
+    from attn_explorer.lessons.engine import Lesson, LessonRunner
+    from attn_explorer.lessons.window import LessonWindow
     from attn_explorer.ui.main_window import MainWindow
 
 SHORTCUT = "F3"
@@ -74,6 +74,8 @@ class LessonsPanel(QWidget):
         lessons: list[Lesson] | None = None,
         parent: QWidget | None = None,
     ) -> None:
+        from attn_explorer.lessons.engine import load_lessons
+
         super().__init__(parent)
         self.window_api = window
         self.lessons = lessons if lessons is not None else load_lessons()
@@ -228,6 +230,8 @@ class LessonsPanel(QWidget):
         if step is None:
             step = 0 if self.is_done(lesson_id) else self.saved_step(lesson_id)
         step = max(0, min(step, len(lesson.steps) - 1))
+        from attn_explorer.lessons.engine import LessonRunner
+
         self.runner = LessonRunner(self.window_api, lesson)
         with QSignalBlocker(self.lesson_list):
             self.lesson_list.setCurrentRow(self.lessons.index(lesson))
@@ -268,6 +272,8 @@ class LessonsPanel(QWidget):
         return not runner.user_changed() or self.window_api.confirm_discard()
 
     def _move(self, how: Callable[[], object]) -> None:
+        from attn_explorer.lessons.engine import LessonError
+
         runner = self.runner
         assert runner is not None
         if not self._may_replace():
@@ -347,14 +353,17 @@ class LessonsDock(QDockWidget):
     """The Lessons dock on the right, and the first-launch "Start here" button.
 
     The window puts :attr:`start_button` in its menu bar's corner and calls
-    :meth:`open` from Help ▸ Lessons (F3).
+    :meth:`open` from Help ▸ Lessons (F3). The panel (and the lessons, read and checked from
+    their files) is made when the dock is first shown or :attr:`panel` is first asked for,
+    not at start-up, where the dock is hidden.
     """
 
     def __init__(self, window: MainWindow, lessons: list[Lesson] | None = None) -> None:
         super().__init__("Lessons", window)
         self.setObjectName("lessons-dock")
-        self.panel = LessonsPanel(window, lessons)
-        self.setWidget(self.panel)
+        self._window = window
+        self._lessons = lessons
+        self._panel: LessonsPanel | None = None
         self.setAllowedAreas(
             Qt.DockWidgetArea.RightDockWidgetArea | Qt.DockWidgetArea.LeftDockWidgetArea
         )
@@ -373,13 +382,29 @@ class LessonsDock(QDockWidget):
         self.start_button.setFont(bold)
         self.start_button.clicked.connect(lambda: self.open(start_first=True))
         self.start_button.setVisible(not settings().value(_key("welcomed"), False, type=bool))
-        self.panel.stepShown.connect(lambda *_: self._welcomed())
+
+    @property
+    def panel(self) -> LessonsPanel:
+        """The lessons panel, made on first use."""
+        return self._make_panel()
+
+    def _make_panel(self) -> LessonsPanel:
+        if self._panel is None:
+            self._panel = LessonsPanel(self._window, self._lessons)
+            self._panel.stepShown.connect(lambda *_: self._welcomed())
+            self.setWidget(self._panel)
+        return self._panel
+
+    def setVisible(self, visible: bool) -> None:
+        if visible:  # before the dock first shows (F3, the View menu, a restored layout)
+            self._make_panel()
+        super().setVisible(visible)
 
     def _on_visibility_changed(self, visible: bool) -> None:
         # Closed by the user (not merely tabbed away): take the lesson's frame down too.
-        if not visible and self.isHidden():
+        if not visible and self.isHidden() and self._panel is not None:
             with contextlib.suppress(RuntimeError):  # the window is being destroyed
-                self.panel.window_api.highlight(None)
+                self._panel.window_api.highlight(None)
 
     def _welcomed(self) -> None:
         settings().setValue(_key("welcomed"), True)

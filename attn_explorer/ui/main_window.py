@@ -42,6 +42,7 @@ from attn_explorer.ui import palette, screen_fit
 from attn_explorer.ui.actions import WindowActions, build_menu_bar, shortcut_rows
 from attn_explorer.ui.code_panel import CodePanel
 from attn_explorer.ui.files import FileCommands
+from attn_explorer.ui.heatmap_preview import HeatmapPreview
 from attn_explorer.ui.highlight import DEFAULT_HIGHLIGHT_MS, Highlighter
 from attn_explorer.ui.lessons_panel import LessonsDock
 from attn_explorer.ui.matrix_table import MatrixTable
@@ -57,6 +58,7 @@ from attn_explorer.ui.toolbar import OptionsBar, StrategyToggle
 if TYPE_CHECKING:
     from attn_explorer.models.bert import TakenHead
     from attn_explorer.ui.heatmaps import HeatmapGrid
+    from attn_explorer.ui.lessons_panel import LessonsPanel
     from attn_explorer.ui.model_view import ModelView
     from attn_explorer.ui.timing_panel import TimingPanel
     from attn_explorer.ui.vectors_view import VectorsView
@@ -77,7 +79,9 @@ class _FirstPaint(QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.Paint and not self.done:
             self.done = True
-            QTimer.singleShot(0, self.callback)
+            watched.removeEventFilter(self)
+            # after this frame is painted and shown; never once the window is gone
+            QTimer.singleShot(0, watched, self.callback)
         return False
 
 
@@ -94,7 +98,9 @@ class MainWindow(QMainWindow):
         defer_plots: bool = False,
         state: AppState | None = None,
     ) -> None:
-        """``defer_plots`` builds the pyqtgraph views just after the first paint (faster start)."""
+        """``defer_plots`` (the app's start) paints a picture of the heatmaps first and builds
+        the pyqtgraph views after the first paint: the heatmaps at once, the timing charts
+        when their dock first comes to the front. Without it everything is built here."""
         super().__init__()
         # Every Qt call from this thread releases and retakes the GIL; while a worker runs
         # pure-Python code (the loop strategy) retaking it waits up to the switch interval.
@@ -136,11 +142,17 @@ class MainWindow(QMainWindow):
         self._restore_settings()
         if not defer_plots:
             self._build_plots()
+            self._build_timing()
         else:
             self._first_paint = _FirstPaint(self._build_plots)
             self.installEventFilter(self._first_paint)
         self.recompute.run()
         self._update_title()
+
+    @property
+    def lessons(self) -> LessonsPanel:
+        """The Lessons dock's panel (made on first use: the dock starts hidden)."""
+        return self.lessons_dock.panel
 
     # -- construction ---------------------------------------------------------------------
     def _build_views(self) -> None:
@@ -173,8 +185,8 @@ class MainWindow(QMainWindow):
         left.setStretchFactor(1, 2)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
-        self._plots_placeholder = QLabel("Loading heatmaps…")
-        self._plots_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        # Until the interactive heatmaps are built (just after the first paint): a picture of them.
+        self._plots_placeholder: HeatmapPreview | None = HeatmapPreview(s, results)
         splitter.addWidget(self._plots_placeholder)
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
@@ -196,11 +208,11 @@ class MainWindow(QMainWindow):
         self.splitter = splitter
 
     def _build_plots(self) -> None:
-        """Create the pyqtgraph views (heatmaps, timing charts); they draw the current result."""
+        """Create the interactive (pyqtgraph) heatmaps in the preview's place, and the timing
+        charts if their dock is in front; they draw the current result."""
         if self.heatmaps is not None:
             return
         from attn_explorer.ui.heatmaps import HeatmapGrid
-        from attn_explorer.ui.timing_panel import TimingPanel
 
         s = self.session
         self.heatmaps = HeatmapGrid(s, self.results, self.state.stepper)
@@ -209,12 +221,31 @@ class MainWindow(QMainWindow):
             lambda h, i, j: self.seek_cell(s.options.batch_index, h, i, j)
         )
         self.heatmaps.exportRequested.connect(self.export_dialog)
+        sizes = self.splitter.sizes()
         self.splitter.replaceWidget(1, self.heatmaps)
-        self._plots_placeholder.deleteLater()
-        self.timing_panel = TimingPanel(s)
+        # Shown: keep the columns where the first paint put them; else room for the code.
+        self.splitter.setSizes(sizes if self.isVisible() else [480, 600])
+        if self._plots_placeholder is not None:
+            self._plots_placeholder.detach()
+            self._plots_placeholder.deleteLater()
+            self._plots_placeholder = None
+        if self._timing_in_front:
+            self._build_timing()
+
+    def _on_timing_dock_shown(self, visible: bool) -> None:
+        self._timing_in_front = visible
+        if visible and self.heatmaps is not None:  # else _build_plots, after the first paint
+            self._build_timing()
+
+    def _build_timing(self) -> None:
+        """Create the timing charts (pyqtgraph): when their dock first comes to the front."""
+        if self.timing_panel is not None:
+            return
+        from attn_explorer.ui.timing_panel import TimingPanel
+
+        self.timing_panel = TimingPanel(self.session)
         self.timing_panel.setObjectName("timing")
         self.timing_dock.setWidget(self.timing_panel)
-        self.splitter.setSizes([480, 600])
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, name: str) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -259,6 +290,8 @@ class MainWindow(QMainWindow):
         )
         self.tabifyDockWidget(self.timing_dock, self.stepper_dock)
         self.stepper_dock.raise_()
+        self._timing_in_front = False  # isVisible() stays True behind another dock's tab
+        self.timing_dock.visibilityChanged.connect(self._on_timing_dock_shown)
         # The right dock area takes the bottom-right corner, so the lesson text runs the full
         # height of the window instead of sharing the top with the central views.
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
@@ -268,7 +301,6 @@ class MainWindow(QMainWindow):
         self.lessons_dock = LessonsDock(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.lessons_dock)
         self.lessons_dock.hide()
-        self.lessons = self.lessons_dock.panel
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -430,13 +462,13 @@ class MainWindow(QMainWindow):
 
     def run_timing(self, run_loop: bool = False) -> None:
         """Time the strategies on the current shape, in the Timing dock brought to the front."""
-        self._build_plots()
+        self._build_timing()
         assert self.timing_panel is not None
         self._show_dock(self.timing_dock)
         self.timing_panel.run_timing(run_loop)
 
     def run_sweep(self) -> None:
-        self._build_plots()
+        self._build_timing()
         assert self.timing_panel is not None
         self._show_dock(self.timing_dock)
         self.timing_panel.run_sweep()
@@ -515,8 +547,10 @@ class MainWindow(QMainWindow):
         self.highlighter.highlight(name, duration_ms)
 
     def _before_highlight(self, name: str) -> None:
-        if name in ("heatmaps", "timing"):
+        if name == "heatmaps":
             self._build_plots()  # a lesson may point at them before the deferred build
+        if name == "timing":
+            self._build_timing()
         if name in ("timing", "stepper"):
             self._show_dock(self.timing_dock if name == "timing" else self.stepper_dock)
 
@@ -544,7 +578,7 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self, lambda: screen_fit.keep_inside(self))
         if not self._state_restored and not getattr(self, "_docks_sized", False):
             self._docks_sized = True
-            QTimer.singleShot(0, self, self._default_dock_sizes)
+            self._default_dock_sizes()  # now, so the first paint has them (no jump a frame on)
 
     def _restore_settings(self) -> None:
         """The user's size and dock layout, only where they still fit the screen."""
@@ -578,6 +612,9 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop every timer and background job (the window is going away)."""
         self.recompute.shutdown()
+        if self._plots_placeholder is not None:
+            self._plots_placeholder.detach()  # closed before the grid replaced it
+            self._plots_placeholder = None
         if self.timing_panel is not None:
             self.timing_panel.runner.cancel(quiet=True)
         self.stepper.shutdown()

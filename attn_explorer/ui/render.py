@@ -43,7 +43,6 @@ from PySide6.QtGui import (
     QPaintDevice,
     QPainter,
 )
-from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QApplication
 
 from attn_explorer.colormaps import lut, to_rgb
@@ -445,6 +444,8 @@ def png_bytes(image: QImage) -> bytes:
 
 def render_svg(figure: Figure, width: int = 1600) -> bytes:
     """SVG bytes of the figure (vector axes, labels and colour bar) via QSvgGenerator."""
+    from PySide6.QtSvg import QSvgGenerator  # not at start-up (the heatmap preview)
+
     layout = layout_figure(figure, width)
     data = QByteArray()
     buffer = QBuffer(data)

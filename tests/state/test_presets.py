@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attn_explorer.state import MATRICES, PRESETS, Preset, Session, preset
-from attn_explorer.state.presets import random_preset
+from attn_explorer.state.presets import PRESET_TEXT, random_preset, random_title
 
 
 def loaded(name: str) -> Session:
@@ -48,6 +48,18 @@ def test_every_preset_loads_with_consistent_shapes(name):
     np.testing.assert_allclose(result.weights.sum(axis=-1), 1.0, rtol=1e-12)
     assert session.undo()
     assert session.shape == (1, 1, 3, 2)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_menu_texts_are_the_presets_own(name):
+    # The menus are made from PRESET_TEXT at start-up, without making any preset's numbers.
+    p = preset(name)
+    assert PRESET_TEXT[name] == (p.title, p.description)
+    assert set(PRESET_TEXT) == set(PRESETS)
+
+
+def test_random_title_names_the_arguments():
+    assert random_preset(2, 3, 5, 6, seed=9).title == random_title(2, 3, 5, 6, seed=9)
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

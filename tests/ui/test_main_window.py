@@ -309,9 +309,12 @@ def test_deferred_plots_are_built_after_first_paint(qtbot):
     assert w.heatmaps is None and w.timing_panel is None
     w.show()
     qtbot.waitUntil(lambda: w.heatmaps is not None, timeout=5000)
-    assert w.timing_panel is not None
     assert w.heatmaps.plots[0].titleLabel.text == "head 1"
     assert w.heatmaps.images[0].image.shape[:2] == (3, 3)
+    assert w.timing_panel is None  # its dock is behind the stepper's tab
+    w.timing_dock.raise_()
+    qtbot.waitUntil(lambda: w.timing_panel is not None, timeout=5000)
+    assert w.timing_dock.widget() is w.timing_panel
 
 
 def test_many_heads_are_thumbnails_and_wide_tables_scroll(qtbot, window):
