@@ -12,11 +12,15 @@ freezes the inputs into a :class:`ComputeRequest`, whose :meth:`~ComputeRequest.
 and :meth:`~ComputeRequest.agreement` are plain functions safe in a worker, and
 :meth:`Results.accept` / :meth:`Results.accept_agreement` take the outcome back
 (a stale outcome, from before a newer edit, is dropped).
+
+An edit of a few heads' numbers recomputes only those heads
+(:mod:`~attn_explorer.state.incremental`), on the spot when that is quick even if
+a full recompute would not be.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,6 +36,8 @@ from attn_explorer.compute import (
 )
 from attn_explorer.state.events import Event
 from attn_explorer.state.formatting import format_seconds
+from attn_explorer.state.incremental import Heads, changed_heads, recompute_heads
+from attn_explorer.state.types import MATRICES
 
 if TYPE_CHECKING:
     from attn_explorer.state.session import Session
@@ -40,6 +46,12 @@ if TYPE_CHECKING:
 INTERACTIVE_CELLS = 64 * 64 * 8
 #: Largest max |difference| between strategies that still counts as agreeing.
 AGREEMENT_TOLERANCE = 1e-3
+#: Score cells of the *changed* heads up to which recomputing only them is done at once.
+INCREMENTAL_CELLS = 2 * 512 * 512
+#: Score cells (B·H·T·T) up to which the other heads are copied on the spot (two arrays of
+#: them: scores and weights); past this an edit of one head still recomputes only it, in
+#: the worker.
+SPLICE_CELLS = 16 * 512 * 512
 
 
 def runs_at_once(
@@ -66,10 +78,17 @@ class ComputeRequest:
     causal: bool
     loop_seconds: float  # the loop's predicted time on this shape
     budget: LoopBudget = field(default=LOOP_BUDGET, repr=False)
+    #: A result whose inputs differ from these only in ``heads``: only they are recomputed.
+    base: ComputedResult | None = field(default=None, repr=False)
+    heads: Heads | None = field(default=None, repr=False)
 
     @property
     def interactive(self) -> bool:
         """Quick enough to compute on the spot, within a frame of the edit."""
+        if self.base is not None and self.heads is not None:
+            return updates_at_once(
+                self.query.shape, len(self.heads), self.used, self.loop_seconds, self.budget
+            )
         return runs_at_once(self.query.shape, self.used, self.loop_seconds, self.budget)
 
     @property
@@ -78,16 +97,44 @@ class ComputeRequest:
         return self.loop_seconds < self.budget.agreement
 
     def run(self) -> ComputedResult:
-        """Every stage, by the strategy that really runs (may take long: a worker's job)."""
-        result = attention(
-            self.query,
-            self.key,
-            self.value,
-            strategy=self.used,
+        """Every stage, by the strategy that really runs (may take long: a worker's job).
+
+        With a ``base``, only ``heads`` are computed and the rest is copied from it.
+        """
+        if self.base is not None and self.heads is not None:
+            base = self.base
+            if len(self.heads) == 0:
+                result = base.result  # the same numbers and options: the same result
+            else:
+                result, _ = recompute_heads(
+                    base.result,
+                    self.query,
+                    self.key,
+                    self.value,
+                    self.heads,
+                    strategy=self.used,
+                    scale=self.scale,
+                    causal=self.causal,
+                )
+        else:
+            result = attention(
+                self.query,
+                self.key,
+                self.value,
+                strategy=self.used,
+                scale=self.scale,
+                causal=self.causal,
+            )
+        return ComputedResult(
+            self.revision,
+            result,
+            self.strategy,
+            self.used,
+            self.loop_seconds,
+            inputs=(self.query, self.key, self.value),
             scale=self.scale,
             causal=self.causal,
         )
-        return ComputedResult(self.revision, result, self.strategy, self.used, self.loop_seconds)
 
     def agreement(self) -> dict[str, float]:
         """Max |difference| of every other strategy's scores against the chosen one's."""
@@ -108,6 +155,24 @@ class ComputedResult:
     chosen: str
     used: str
     loop_seconds: float
+    #: The query, key and value (B, H, T, d) it was computed from, and the options.
+    inputs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    scale: bool = True
+    causal: bool = False
+
+
+def updates_at_once(
+    shape: tuple[int, ...], heads: int, used: str, loop_seconds: float, budget: LoopBudget
+) -> bool:
+    """Recomputing ``heads`` of ``shape`` (B, H, T, d) and copying the rest is quick enough
+    to do on the spot (the loop's share of the heads within its interactive budget)."""
+    b, h, t, _ = shape
+    share = heads / (b * h)
+    return (
+        heads * t * t <= INCREMENTAL_CELLS
+        and b * h * t * t <= SPLICE_CELLS
+        and (used != "loop" or loop_seconds * share < budget.interactive)
+    )
 
 
 class Results:
@@ -127,6 +192,8 @@ class Results:
         self._diffs: dict[str, float] = {}
         self._agreement_revision = -1  # the revision the pending check is for (-1: none)
         self._error = ""
+        #: (revision, result compared with, what _changed_heads found): found once per edit
+        self._heads_at: tuple[int, ComputedResult | None, Heads | None] = (-1, None, None)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -167,7 +234,43 @@ class Results:
         shape = self.session.shape
         strategy = self.session.options.strategy
         used = self.budget.strategy_for(strategy, shape, shape)
-        return runs_at_once(shape, used, estimate_loop_seconds(shape, shape), self.budget)
+        loop_seconds = estimate_loop_seconds(shape, shape)
+        if runs_at_once(shape, used, loop_seconds, self.budget):
+            return True
+        heads = self._changed_heads()
+        return heads is not None and updates_at_once(
+            shape, len(heads), used, loop_seconds, self.budget
+        )
+
+    def _changed_heads(self) -> Heads | None:
+        """The (batch, head) pairs whose numbers differ from the current result's inputs,
+        when only they need computing (same shape and options, at most half the heads);
+        else None. Compared where the copies are affordable (see SPLICE_CELLS)."""
+        s = self.session
+        base = self._current
+        revision, compared, found = self._heads_at
+        if revision == s.revision and compared is base:
+            return found
+        heads: Heads | None = None
+        b, h, t, _ = s.shape
+        if (
+            base is not None
+            and base.inputs is not None
+            and b * h * t * t <= SPLICE_CELLS
+            and base.inputs[0].shape == s.shape
+            and base.inputs[2].shape == s.matrix("value").shape
+            and base.inputs[0].dtype == np.dtype(s.options.dtype)
+            and (base.chosen, base.scale, base.causal)
+            == (s.options.strategy, s.options.scale, s.options.causal)
+            and base.used == self.budget.strategy_for(s.options.strategy, s.shape, s.shape)
+        ):
+            dtype = base.inputs[0].dtype
+            now = tuple(s.matrix(name).astype(dtype, copy=False) for name in MATRICES)
+            changed = changed_heads(base.inputs, (now[0], now[1], now[2]))
+            if 2 * len(changed) <= b * h:
+                heads = changed
+        self._heads_at = (s.revision, base, heads)
+        return heads
 
     def request(self) -> ComputeRequest:
         """The current numbers and options, frozen for one run (copies a worker may own)."""
@@ -177,7 +280,7 @@ class Results:
         key = s.matrix("key").astype(dtype, copy=True)
         value = s.matrix("value").astype(dtype, copy=True)
         strategy = s.options.strategy
-        return ComputeRequest(
+        request = ComputeRequest(
             revision=s.revision,
             query=query,
             key=key,
@@ -189,6 +292,10 @@ class Results:
             loop_seconds=estimate_loop_seconds(query.shape, key.shape),
             budget=self.budget,
         )
+        heads = self._changed_heads()
+        if heads is not None and self._current is not None:
+            request = replace(request, base=self._current, heads=heads)
+        return request
 
     def begin(self, request: ComputeRequest) -> None:
         """A run for ``request`` has started: forget the old agreement check."""
@@ -200,6 +307,7 @@ class Results:
         if outcome.revision != self.session.revision:
             return False
         self._current = outcome
+        self._heads_at = (-1, None, None)  # compared with the result before: forget it
         self._error = ""
         self.changed.emit()
         return True

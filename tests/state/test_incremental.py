@@ -1,0 +1,133 @@
+"""An edit of a few heads recomputes only them, and the result is the full recompute's.
+
+Scores, scaled and masked scores are the same numbers to the bit; the softmax shares
+one shift between the rows of a block (compute/softmax.py), and which heads share a
+block depends on how many heads are computed, so weights and output agree to a few
+units in the last place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attn_explorer.compute import STAGES, STRATEGIES, attention
+from attn_explorer.state import Session, Snapshot
+from attn_explorer.state.results import Results
+
+TIGHT = {"float64": 1e-12, "float32": 2e-6}
+
+
+def session_of(shape, seed=0, **options) -> Session:
+    rng = np.random.default_rng(seed)
+    t = shape[2]
+    q, k, v = (np.round(rng.standard_normal(shape), 3) for _ in range(3))
+    session = Session(Snapshot(tuple(f"t{n + 1}" for n in range(t)), q, k, v))
+    for name, value in options.items():
+        session.set_option(name, value)
+    return session
+
+
+def full_recompute(session: Session, strategy: str):
+    o = session.options
+    dtype = np.dtype(o.dtype)
+    return attention(
+        *(session.matrix(m).astype(dtype) for m in ("query", "key", "value")),
+        strategy=strategy,
+        scale=o.scale,
+        causal=o.causal,
+    )
+
+
+def run_request(results: Results):
+    request = results.request()
+    results.begin(request)
+    outcome = request.run()
+    assert results.accept(outcome)
+    return request, outcome
+
+
+def assert_same_as_full(session: Session, outcome, strategy: str) -> None:
+    full = full_recompute(session, strategy)
+    tolerance = TIGHT[session.options.dtype]
+    for stage in STAGES:
+        mine, theirs = outcome.result.stage(stage), full.stage(stage)
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape, stage
+        if stage in ("scores", "scaled", "masked"):
+            np.testing.assert_array_equal(mine, theirs, err_msg=stage)
+        else:
+            np.testing.assert_allclose(mine, theirs, rtol=tolerance, atol=tolerance, err_msg=stage)
+    np.testing.assert_array_equal(outcome.result.fully_masked_rows, full.fully_masked_rows)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("matrix", ["query", "key", "value"])
+def test_one_cell_recomputes_one_head_and_equals_a_full_recompute(strategy, causal, dtype, matrix):
+    session = session_of((2, 4, 9, 3), strategy=strategy, causal=causal, dtype=dtype)
+    results = session.results
+    run_request(results)
+    session.set_cell(matrix, 4, 1, 2.5, batch=1, head=2)
+    request, outcome = run_request(results)
+    assert request.base is not None and request.heads.tolist() == [[1, 2]]
+    assert outcome.used == strategy  # the loop stays the loop on a shape it can afford
+    assert_same_as_full(session, outcome, strategy)
+
+
+def test_masked_rows_and_a_scale_that_drops_are_spliced_too():
+    session = session_of((1, 3, 6, 2), causal=True, scale=False)
+    run_request(session.results)
+    session.set_block("key", 0, 0, [[40.0, -40.0], [-40.0, 40.0]], head=0)
+    request, outcome = run_request(session.results)
+    assert request.heads.tolist() == [[0, 0]]
+    assert_same_as_full(session, outcome, "batched")
+
+
+def test_edits_of_two_heads_before_a_recompute_recompute_both():
+    session = session_of((1, 6, 8, 2))
+    run_request(session.results)
+    session.set_cell("query", 0, 0, 9.0, head=1)
+    session.set_cell("value", 3, 1, -9.0, head=4)
+    request, outcome = run_request(session.results)
+    assert request.heads.tolist() == [[0, 1], [0, 4]]
+    assert_same_as_full(session, outcome, "batched")
+    session.undo()
+    session.undo()  # back to the first numbers: both heads again
+    request, outcome = run_request(session.results)
+    assert request.heads.tolist() == [[0, 1], [0, 4]]
+    assert_same_as_full(session, outcome, "batched")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s.set_option("causal", True),
+        lambda s: s.set_option("strategy", "matmul"),
+        lambda s: s.set_option("dtype", "float32"),
+        lambda s: s.set_option("scale", False),
+        lambda s: [s.set_block("query", 0, 0, np.ones((8, 2)), head=h) for h in (0, 1, 2)],
+    ],
+    ids=["causal", "strategy", "dtype", "scale", "three of four heads"],
+)
+def test_other_changes_recompute_everything(change):
+    session = session_of((1, 4, 8, 2))
+    run_request(session.results)
+    change(session)
+    request, outcome = run_request(session.results)
+    assert request.base is None
+    assert_same_as_full(session, outcome, outcome.used)
+
+
+def test_a_big_session_edits_one_head_at_once():
+    """H16 T512: a full recompute goes to the worker, one edited head is done on the spot."""
+    session = session_of((1, 16, 512, 8))
+    results = session.results
+    assert not results.interactive_now()  # before any result: the whole thing, in a worker
+    run_request(results)
+    session.set_cell("query", 100, 3, 1.25, head=7)
+    assert results.interactive_now()
+    request = results.request()
+    assert request.interactive and request.heads.tolist() == [[0, 7]]
+    session.set_option("causal", True)
+    assert not results.interactive_now()
