@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from attn_explorer.compute import AttentionResult, attention
+from attn_explorer.state.preview import Preview, make_preview
 
 #: (batch, head) pairs, one a row: (n, 2) integers.
 Heads = np.ndarray
@@ -45,7 +46,7 @@ def recompute_heads(
     """``base`` with ``heads`` recomputed from the new (B, H, T, d) inputs.
 
     Returns the spliced result and the part computed (its stages stacked (n, …)
-    in the order of ``heads``).
+    in the order of ``heads``), from which previews of those heads are made.
     """
     bs, hs = heads[:, 0], heads[:, 1]
     part = attention(  # the changed heads stacked: (n, T, d) → (n, T_q, T_k)
@@ -73,3 +74,26 @@ def recompute_heads(
         strategy=strategy,
     )
     return result, part
+
+
+def splice_preview(
+    preview: Preview,
+    result: AttentionResult,
+    part: AttentionResult,
+    heads: Heads,
+    stage: str,
+    batch: int,
+) -> Preview:
+    """The preview of ``stage`` in ``batch`` of ``result``, reusing ``preview`` (the base's)
+    for the heads not in ``heads`` (those of ``part``, see :func:`recompute_heads`)."""
+    rows = [n for n, (b, _) in enumerate(heads.tolist()) if b == batch]
+    if not rows:
+        return preview  # nothing in this batch entry changed
+    if not preview.reduced:  # the preview is the values themselves: nothing to reuse
+        whole = result.stage(stage)
+        assert whole is not None
+        return make_preview(whole[batch])
+    values = part.stage(stage)
+    assert values is not None
+    new = make_preview(values[rows])  # (n, T_q, T_k) of the changed heads
+    return preview.with_heads([int(heads[n, 1]) for n in rows], new)

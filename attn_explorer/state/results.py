@@ -15,7 +15,8 @@ and :meth:`~ComputeRequest.agreement` are plain functions safe in a worker, and
 
 An edit of a few heads' numbers recomputes only those heads
 (:mod:`~attn_explorer.state.incremental`), on the spot when that is quick even if
-a full recompute would not be.
+a full recompute would not be. Each result keeps the :mod:`~attn_explorer.state.preview`
+of the stages shown, made with it (in the worker, for a big one).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from attn_explorer.compute import (
 )
 from attn_explorer.state.events import Event
 from attn_explorer.state.formatting import format_seconds
-from attn_explorer.state.incremental import Heads, changed_heads, recompute_heads
+from attn_explorer.state.incremental import Heads, changed_heads, recompute_heads, splice_preview
+from attn_explorer.state.preview import Preview, make_preview
 from attn_explorer.state.types import MATRICES
 
 if TYPE_CHECKING:
@@ -78,6 +80,8 @@ class ComputeRequest:
     causal: bool
     loop_seconds: float  # the loop's predicted time on this shape
     budget: LoopBudget = field(default=LOOP_BUDGET, repr=False)
+    stage: str = "scores"  # the stage on screen: its preview is made with the result
+    batch_index: int = 0
     #: A result whose inputs differ from these only in ``heads``: only they are recomputed.
     base: ComputedResult | None = field(default=None, repr=False)
     heads: Heads | None = field(default=None, repr=False)
@@ -100,13 +104,16 @@ class ComputeRequest:
         """Every stage, by the strategy that really runs (may take long: a worker's job).
 
         With a ``base``, only ``heads`` are computed and the rest is copied from it.
+        The preview of the stage on screen is made here too, off the GUI thread.
         """
+        previews: dict[tuple[str, int], Preview] = {}
         if self.base is not None and self.heads is not None:
             base = self.base
             if len(self.heads) == 0:
                 result = base.result  # the same numbers and options: the same result
+                previews = dict(base.previews)
             else:
-                result, _ = recompute_heads(
+                result, part = recompute_heads(
                     base.result,
                     self.query,
                     self.key,
@@ -116,6 +123,10 @@ class ComputeRequest:
                     scale=self.scale,
                     causal=self.causal,
                 )
+                for (stage, batch), preview in base.previews.items():
+                    previews[stage, batch] = splice_preview(
+                        preview, result, part, self.heads, stage, batch
+                    )
         else:
             result = attention(
                 self.query,
@@ -125,7 +136,7 @@ class ComputeRequest:
                 scale=self.scale,
                 causal=self.causal,
             )
-        return ComputedResult(
+        outcome = ComputedResult(
             self.revision,
             result,
             self.strategy,
@@ -134,7 +145,10 @@ class ComputeRequest:
             inputs=(self.query, self.key, self.value),
             scale=self.scale,
             causal=self.causal,
+            previews=previews,
         )
+        outcome.preview(self.stage, self.batch_index)
+        return outcome
 
     def agreement(self) -> dict[str, float]:
         """Max |difference| of every other strategy's scores against the chosen one's."""
@@ -159,6 +173,19 @@ class ComputedResult:
     inputs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     scale: bool = True
     causal: bool = False
+    #: Previews by (stage, batch entry), made on first use (see :meth:`preview`).
+    previews: dict[tuple[str, int], Preview] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def preview(self, stage: str, batch: int) -> Preview:
+        """The heads of ``stage`` in ``batch`` reduced for thumbnails (made once, then kept)."""
+        key = (stage, batch)
+        if key not in self.previews:
+            values = self.result.stage(stage)
+            assert values is not None  # every session has V, so every stage exists
+            self.previews[key] = make_preview(values[batch])
+        return self.previews[key]
 
 
 def updates_at_once(
@@ -272,6 +299,10 @@ class Results:
         self._heads_at = (s.revision, base, heads)
         return heads
 
+    def preview(self, stage: str, batch: int) -> Preview | None:
+        """The shown result's ``stage`` in ``batch`` reduced for thumbnails (None: no result)."""
+        return self._current.preview(stage, batch) if self._current is not None else None
+
     def request(self) -> ComputeRequest:
         """The current numbers and options, frozen for one run (copies a worker may own)."""
         s = self.session
@@ -291,6 +322,8 @@ class Results:
             causal=s.options.causal,
             loop_seconds=estimate_loop_seconds(query.shape, key.shape),
             budget=self.budget,
+            stage=s.options.stage,
+            batch_index=min(s.options.batch_index, query.shape[0] - 1),
         )
         heads = self._changed_heads()
         if heads is not None and self._current is not None:

@@ -13,6 +13,7 @@ import pytest
 
 from attn_explorer.compute import STAGES, STRATEGIES, attention
 from attn_explorer.state import Session, Snapshot
+from attn_explorer.state.preview import make_preview
 from attn_explorer.state.results import Results
 
 TIGHT = {"float64": 1e-12, "float32": 2e-6}
@@ -117,6 +118,23 @@ def test_other_changes_recompute_everything(change):
     request, outcome = run_request(session.results)
     assert request.base is None
     assert_same_as_full(session, outcome, outcome.used)
+
+
+def test_the_shown_stages_previews_are_spliced_not_made_again():
+    session = session_of((1, 4, 300, 4), seed=2)
+    results = session.results
+    run_request(results)
+    before = results.preview("weights", 0)
+    results.preview("scores", 0)
+    session.set_cell("key", 10, 2, 7.0, head=3)
+    _, outcome = run_request(results)
+    assert set(outcome.previews) == {("scores", 0), ("weights", 0)}  # made with the result
+    after = results.preview("weights", 0)
+    fresh = make_preview(full_recompute(session, "batched").weights[0])
+    for h in range(4):
+        assert (after.highest[h] is before.highest[h]) == (h != 3)
+        np.testing.assert_allclose(after.highest[h], fresh.highest[h], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(after.high, fresh.high, rtol=1e-12)
 
 
 def test_a_big_session_edits_one_head_at_once():
