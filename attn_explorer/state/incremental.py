@@ -42,11 +42,16 @@ def recompute_heads(
     strategy: str,
     scale: bool,
     causal: bool,
+    in_place: bool = False,
 ) -> tuple[AttentionResult, AttentionResult]:
     """``base`` with ``heads`` recomputed from the new (B, H, T, d) inputs.
 
     Returns the spliced result and the part computed (its stages stacked (n, …)
     in the order of ``heads``), from which previews of those heads are made.
+
+    ``in_place`` writes the new heads into ``base``'s own arrays instead of copies
+    (two 32 MB copies at H16 T512, each a page-faulting allocation): only for the
+    owner of ``base`` replacing it at once, on the thread that reads it.
     """
     bs, hs = heads[:, 0], heads[:, 1]
     part = attention(  # the changed heads stacked: (n, T, d) → (n, T_q, T_k)
@@ -59,7 +64,7 @@ def recompute_heads(
     )
 
     def splice(whole: np.ndarray, new: np.ndarray) -> np.ndarray:
-        spliced = whole.copy()  # the previous result stays as it was: views may hold it
+        spliced = whole if in_place else whole.copy()
         spliced[bs, hs] = new
         return spliced
 
@@ -73,6 +78,9 @@ def recompute_heads(
         fully_masked_rows=splice(base.fully_masked_rows, part.fully_masked_rows),
         strategy=strategy,
     )
+    if in_place:  # base's cached scaled / masked stages were made from the old scores
+        vars(base).pop("scaled", None)
+        vars(base).pop("masked", None)
     return result, part
 
 

@@ -100,11 +100,14 @@ class ComputeRequest:
         """Whether the other strategies are run to show that they agree (the loop is affordable)."""
         return self.loop_seconds < self.budget.agreement
 
-    def run(self) -> ComputedResult:
+    def run(self, reuse_base: bool = False) -> ComputedResult:
         """Every stage, by the strategy that really runs (may take long: a worker's job).
 
-        With a ``base``, only ``heads`` are computed and the rest is copied from it.
-        The preview of the stage on screen is made here too, off the GUI thread.
+        With a ``base``, only ``heads`` are computed and the rest is copied from it;
+        ``reuse_base`` writes them into the base result's arrays instead, for a run on
+        the GUI thread whose outcome replaces the base at once (never in a worker:
+        a dropped outcome would leave the base changed). The preview of the stage on
+        screen is made here too, off the GUI thread when this runs in a worker.
         """
         previews: dict[tuple[str, int], Preview] = {}
         if self.base is not None and self.heads is not None:
@@ -122,6 +125,7 @@ class ComputeRequest:
                     strategy=self.used,
                     scale=self.scale,
                     causal=self.causal,
+                    in_place=reuse_base,
                 )
                 for (stage, batch), preview in base.previews.items():
                     previews[stage, batch] = splice_preview(

@@ -74,7 +74,9 @@ class Recompute(QObject):
         self._agreement_timer.stop()
         if request.interactive:
             try:
-                outcome = request.run()
+                # Here, on the GUI thread, and accepted below: a head or two recomputed
+                # may be written into the result on screen instead of copying it.
+                outcome = request.run(reuse_base=True)
             except ValueError as exc:
                 self.results.fail(request.revision, str(exc))
                 return

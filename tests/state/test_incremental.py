@@ -149,3 +149,28 @@ def test_a_big_session_edits_one_head_at_once():
     assert request.interactive and request.heads.tolist() == [[0, 7]]
     session.set_option("causal", True)
     assert not results.interactive_now()
+
+
+@pytest.mark.parametrize("reuse_base", [False, True])
+def test_on_the_spot_the_heads_are_written_into_the_result_on_screen(reuse_base):
+    """In a worker the last result stays as it was (its run may be dropped); on the GUI
+    thread, whose outcome replaces it at once, the new heads go into its arrays."""
+    session = session_of((1, 4, 300, 4), seed=4)
+    results = session.results
+    run_request(results)
+    results.preview("scores", 0)
+    base = results.current
+    assert base is not None
+    scaled_before = base.result.scaled
+    scores_before = base.result.scores.copy()
+    session.set_cell("query", 7, 1, -6.0, head=2)
+    request = results.request()
+    outcome = request.run(reuse_base=reuse_base)
+    assert results.accept(outcome)
+    assert_same_as_full(session, outcome, "batched")
+    assert (outcome.result.scores is base.result.scores) == reuse_base
+    if reuse_base:  # the old result's derived stages follow its (new) scores
+        np.testing.assert_array_equal(base.result.scaled, outcome.result.scaled)
+    else:
+        np.testing.assert_array_equal(base.result.scores, scores_before)
+        assert base.result.scaled is scaled_before
