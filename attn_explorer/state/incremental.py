@@ -12,9 +12,11 @@ this applies (same shape and options, few heads changed).
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
-from attn_explorer.compute import AttentionResult, attention
+from attn_explorer.compute import STAGES, AttentionResult, attention
 from attn_explorer.state.preview import Preview, make_preview
 
 #: (batch, head) pairs, one a row: (n, 2) integers.
@@ -78,9 +80,10 @@ def recompute_heads(
         fully_masked_rows=splice(base.fully_masked_rows, part.fully_masked_rows),
         strategy=strategy,
     )
-    if in_place:  # base's cached scaled / masked stages were made from the old scores
-        vars(base).pop("scaled", None)
-        vars(base).pop("masked", None)
+    if in_place:  # base's cached derived stages (scaled, masked) hold the old numbers
+        for name in STAGES:
+            if isinstance(getattr(type(base), name, None), cached_property):
+                vars(base).pop(name, None)
     return result, part
 
 
