@@ -54,6 +54,9 @@ INCREMENTAL_CELLS = 2 * 512 * 512
 #: them: scores and weights); past this an edit of one head still recomputes only it, in
 #: the worker.
 SPLICE_CELLS = 16 * 512 * 512
+#: Entries of each of Q, K, V (B·H·T·d) up to which an edit is compared with the last
+#: result's inputs to find the heads it changed (on the GUI thread: ~10 ms at this size).
+COMPARED_ENTRIES = 16 * 2048 * 128
 
 
 def runs_at_once(
@@ -276,18 +279,18 @@ class Results:
     def _changed_heads(self) -> Heads | None:
         """The (batch, head) pairs whose numbers differ from the current result's inputs,
         when only they need computing (same shape and options, at most half the heads);
-        else None. Compared where the copies are affordable (see SPLICE_CELLS)."""
+        else None. Only up to COMPARED_ENTRIES, once per edit."""
         s = self.session
         base = self._current
         revision, compared, found = self._heads_at
         if revision == s.revision and compared is base:
             return found
         heads: Heads | None = None
-        b, h, t, _ = s.shape
+        b, h, t, d = s.shape
         if (
             base is not None
             and base.inputs is not None
-            and b * h * t * t <= SPLICE_CELLS
+            and b * h * t * d <= COMPARED_ENTRIES
             and base.inputs[0].shape == s.shape
             and base.inputs[2].shape == s.matrix("value").shape
             and base.inputs[0].dtype == np.dtype(s.options.dtype)

@@ -174,3 +174,15 @@ def test_on_the_spot_the_heads_are_written_into_the_result_on_screen(reuse_base)
     else:
         np.testing.assert_array_equal(base.result.scores, scores_before)
         assert base.result.scaled is scaled_before
+
+
+def test_past_the_splice_budget_one_head_is_still_all_that_is_recomputed():
+    """H17 T512: copying the other heads is left to the worker, which still computes one."""
+    session = session_of((1, 17, 512, 2), seed=5)
+    results = session.results
+    run_request(results)
+    session.set_cell("value", 3, 0, 4.0, head=16)
+    assert not results.interactive_now()  # the worker's job, debounced
+    request, outcome = run_request(results)
+    assert not request.interactive and request.heads.tolist() == [[0, 16]]
+    assert_same_as_full(session, outcome, "batched")
