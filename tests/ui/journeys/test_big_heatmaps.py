@@ -191,3 +191,23 @@ def test_stepping_a_big_session_fills_whole_blocks_only(user):
     user.press(Qt.Key.Key_End, widget=user.window.stepper)
     image = heatmaps.images[0].image
     assert not (image[..., :3] == EMPTY_RGB).all(axis=-1).any()
+
+
+def test_after_an_edit_of_one_head_the_strategies_still_agree(user):
+    load_random(user, heads=4, tokens=8, dim=2)
+    user.press(Qt.Key.Key_1, Qt.KeyboardModifier.AltModifier, widget=user.window)  # loop
+    user.qtbot.waitUntil(
+        lambda: "they agree" in user.window.code_panel.provenance.text(), timeout=5000
+    )
+    results = user.window.results
+    scores = results.result.scores
+    user.type_cell("query", 2, 1, "7")
+    assert results.result.scores is scores  # head 1 recomputed into the result on screen
+    assert results.up_to_date and results.used == "loop"
+    assert "Result computed with <b>loop</b>" in results.provenance()
+    user.qtbot.waitUntil(
+        lambda: "they agree" in user.window.code_panel.provenance.text(), timeout=5000
+    )
+    full = full_result(user.window)
+    np.testing.assert_allclose(results.result.weights, full.weights, rtol=1e-12, atol=1e-15)
+    user.assert_grid_is_the_result()
