@@ -86,7 +86,7 @@ class Recompute(QObject):
         self.runner.submit(lambda progress, should_stop: request.run())
 
     def _on_finished(self, outcome: object) -> None:
-        request = self._pending
+        request, self._pending = self._pending, None  # it may hold the last result: let it go
         if (
             isinstance(outcome, ComputedResult)
             and request is not None
