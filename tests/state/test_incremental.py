@@ -13,6 +13,7 @@ import pytest
 
 from attn_explorer.compute import STAGES, STRATEGIES, attention
 from attn_explorer.state import Session, Snapshot
+from attn_explorer.state import results as results_module
 from attn_explorer.state.preview import make_preview
 from attn_explorer.state.results import Results
 
@@ -137,13 +138,22 @@ def test_the_shown_stages_previews_are_spliced_not_made_again():
     np.testing.assert_allclose(after.high, fresh.high, rtol=1e-12)
 
 
-def test_a_big_session_edits_one_head_at_once():
-    """H16 T512: a full recompute goes to the worker, one edited head is done on the spot."""
-    session = session_of((1, 16, 512, 8))
+@pytest.fixture
+def small_budgets(monkeypatch):
+    """The on-the-spot budgets scaled down 64× (T512 → T64): the same rules, little memory."""
+    monkeypatch.setattr(results_module, "INTERACTIVE_CELLS", 64 * 64 * 8 // 64)
+    monkeypatch.setattr(results_module, "INCREMENTAL_CELLS", 2 * 64 * 64)
+    monkeypatch.setattr(results_module, "SPLICE_CELLS", 16 * 64 * 64)
+
+
+def test_a_big_session_edits_one_head_at_once(small_budgets):
+    """H16 (T512, here T64 with the budgets scaled down): a full recompute goes to the
+    worker, one edited head is done on the spot."""
+    session = session_of((1, 16, 64, 8))
     results = session.results
     assert not results.interactive_now()  # before any result: the whole thing, in a worker
     run_request(results)
-    session.set_cell("query", 100, 3, 1.25, head=7)
+    session.set_cell("query", 10, 3, 1.25, head=7)
     assert results.interactive_now()
     request = results.request()
     assert request.interactive and request.heads.tolist() == [[0, 7]]
@@ -176,9 +186,10 @@ def test_on_the_spot_the_heads_are_written_into_the_result_on_screen(reuse_base)
         assert base.result.scaled is scaled_before
 
 
-def test_past_the_splice_budget_one_head_is_still_all_that_is_recomputed():
-    """H17 T512: copying the other heads is left to the worker, which still computes one."""
-    session = session_of((1, 17, 512, 2), seed=5)
+def test_past_the_splice_budget_one_head_is_still_all_that_is_recomputed(small_budgets):
+    """H17 (T512, here T64): copying the other heads is left to the worker, which still
+    computes one head."""
+    session = session_of((1, 17, 64, 2), seed=5)
     results = session.results
     run_request(results)
     session.set_cell("value", 3, 0, 4.0, head=16)
