@@ -37,11 +37,11 @@ from attn_explorer.compute import (
 )
 from attn_explorer.state.events import Event
 from attn_explorer.state.formatting import format_seconds
-from attn_explorer.state.incremental import Heads, changed_heads, recompute_heads, splice_preview
-from attn_explorer.state.preview import Preview, make_preview
 from attn_explorer.state.types import MATRICES
 
 if TYPE_CHECKING:
+    from attn_explorer.state.incremental import Heads
+    from attn_explorer.state.preview import Preview
     from attn_explorer.state.session import Session
 
 #: Score cells (B·H·T·T) up to which a result is computed at once, within a frame of the edit.
@@ -110,10 +110,13 @@ class ComputeRequest:
         ``reuse_base`` writes them into the base result's arrays instead, for a run on
         the GUI thread whose outcome replaces the base at once (never in a worker:
         a dropped outcome would leave the base changed). The preview of the stage on
-        screen is made here too, off the GUI thread when this runs in a worker.
+        screen is made here too when this is a worker's job (not ``interactive``).
         """
         previews: dict[tuple[str, int], Preview] = {}
         if self.base is not None and self.heads is not None:
+            # Imported here, as the preview module: the window's first paint needs neither.
+            from attn_explorer.state.incremental import recompute_heads, splice_preview
+
             base = self.base
             if len(self.heads) == 0:
                 result = base.result  # the same numbers and options: the same result
@@ -154,7 +157,8 @@ class ComputeRequest:
             causal=self.causal,
             previews=previews,
         )
-        outcome.preview(self.stage, self.batch_index)
+        if not self.interactive:  # a worker's job: make the preview here, off the GUI thread
+            outcome.preview(self.stage, self.batch_index)
         return outcome
 
     def agreement(self) -> dict[str, float]:
@@ -187,6 +191,8 @@ class ComputedResult:
 
     def preview(self, stage: str, batch: int) -> Preview:
         """The heads of ``stage`` in ``batch`` reduced for thumbnails (made once, then kept)."""
+        from attn_explorer.state.preview import make_preview  # see ComputeRequest.run
+
         key = (stage, batch)
         if key not in self.previews:
             values = self.result.stage(stage)
@@ -298,6 +304,8 @@ class Results:
             == (s.options.strategy, s.options.scale, s.options.causal)
             and base.used == self.budget.strategy_for(s.options.strategy, s.shape, s.shape)
         ):
+            from attn_explorer.state.incremental import changed_heads  # see ComputeRequest.run
+
             dtype = base.inputs[0].dtype
             now = tuple(s.matrix(name).astype(dtype, copy=False) for name in MATRICES)
             changed = changed_heads(base.inputs, (now[0], now[1], now[2]))
