@@ -62,20 +62,23 @@ def lut(name: str) -> np.ndarray:
     return table
 
 
-def value_range(values: np.ndarray, diverging: bool) -> tuple[float, float]:
-    """The colour scale's (low, high) for ``values``: symmetric about 0 when diverging.
-
-    NaN and ±inf entries (−inf: masked scores) are ignored. A constant array still
-    gets a non-empty range so the colour bar can be drawn. Both ends are finite,
-    though ``high − low`` may overflow (:func:`to_rgb` copes).
-    """
+def finite_extremes(values: np.ndarray) -> tuple[float, float]:
+    """(smallest, largest) finite entry of ``values``; (+inf, −inf) when none is finite."""
     values = np.asarray(values)
     finite = np.isfinite(values)
-    if not finite.any():
-        return (-1.0, 1.0) if diverging else (0.0, 1.0)
     # Reductions over the finite entries, without copying them out.
     low = float(np.min(values, where=finite, initial=np.inf))
     high = float(np.max(values, where=finite, initial=-np.inf))
+    return low, high
+
+
+def range_from_extremes(low: float, high: float, diverging: bool) -> tuple[float, float]:
+    """The colour scale's (low, high) from the finite extremes of the values (see value_range).
+
+    ``low > high`` (the (+inf, −inf) of :func:`finite_extremes`) means no finite value.
+    """
+    if low > high:
+        return (-1.0, 1.0) if diverging else (0.0, 1.0)
     if diverging:
         bound = max(abs(low), abs(high)) or 1.0
         return -bound, bound
@@ -84,15 +87,34 @@ def value_range(values: np.ndarray, diverging: bool) -> tuple[float, float]:
     return low, high
 
 
-def stage_range(values: np.ndarray, stage: str, colormap: str) -> tuple[float, float]:
+def value_range(values: np.ndarray, diverging: bool) -> tuple[float, float]:
+    """The colour scale's (low, high) for ``values``: symmetric about 0 when diverging.
+
+    NaN and ±inf entries (−inf: masked scores) are ignored. A constant array still
+    gets a non-empty range so the colour bar can be drawn. Both ends are finite,
+    though ``high − low`` may overflow (:func:`to_rgb` copes).
+    """
+    return range_from_extremes(*finite_extremes(values), diverging=diverging)
+
+
+def stage_range(
+    values: np.ndarray | None,
+    stage: str,
+    colormap: str,
+    extremes: tuple[float, float] | None = None,
+) -> tuple[float, float]:
     """The colour scale of a pipeline stage, the same on screen and in exports.
 
     Softmax weights are probabilities: always 0 to 1. Other stages span their
-    values, symmetric about 0 when the colour map is diverging.
+    values, symmetric about 0 when the colour map is diverging. ``extremes``
+    (the values' :func:`finite_extremes`, when already known) spares a pass over
+    ``values``.
     """
     if stage == "weights":
         return 0.0, 1.0
-    return value_range(values, diverging=colormap == "diverging")
+    if extremes is None:
+        extremes = finite_extremes(np.asarray(values))
+    return range_from_extremes(*extremes, diverging=colormap == "diverging")
 
 
 #: −inf cells: a key hidden from the query (masked scores), light grey.
@@ -101,15 +123,26 @@ MASKED_RGB = (200, 200, 200)
 INVALID_RGB = (255, 0, 255)
 
 
-def to_rgb(values: np.ndarray, name: str, low: float, high: float) -> np.ndarray:
-    """Map values to (…, 3) uint8 colours over [low, high], clipped at both ends.
+#: Entries of :func:`colour_index` past the colour map's 256: masked and invalid cells.
+MASKED_INDEX = 256
+INVALID_INDEX = 257
 
-    −inf (masked) cells come out :data:`MASKED_RGB`, NaN and +inf cells
-    :data:`INVALID_RGB`. Any range is accepted: a non-finite or empty one falls
-    back to a drawable one, and a range wider than the largest float is
-    normalised before it is subtracted.
+
+@cache
+def colour_table(name: str) -> np.ndarray:
+    """(258, 3) uint8: the colour map's 256 colours, then MASKED_RGB and INVALID_RGB."""
+    table = np.vstack([lut(name), [MASKED_RGB, INVALID_RGB]]).astype(np.uint8)
+    table.flags.writeable = False
+    return table
+
+
+def colour_index(values: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Each value's row of :func:`colour_table` (uint16): 0…255 over [low, high], clipped.
+
+    −inf (masked) cells get :data:`MASKED_INDEX`, NaN and +inf :data:`INVALID_INDEX`.
+    Any range is accepted: a non-finite or empty one falls back to a drawable one,
+    and a range wider than the largest float is normalised before it is subtracted.
     """
-    table = lut(name)
     values = np.asarray(values)
     low, high = float(low), float(high)
     if not (np.isfinite(low) and np.isfinite(high)):
@@ -126,10 +159,21 @@ def to_rgb(values: np.ndarray, name: str, low: float, high: float) -> np.ndarray
         position *= 255.0 / span  # ±inf for values far outside the range: clipped next
         np.clip(position, 0, 255, out=position)
     finite = np.isfinite(values)
-    position[~finite] = 0
+    everything_finite = bool(finite.all())
+    if not everything_finite:
+        position[~finite] = 0  # NaN would not cast; these cells get their own rows below
     np.rint(position, out=position)
-    rgb = table[position.astype(np.uint8)]
-    if not finite.all():
-        rgb[np.isneginf(values)] = MASKED_RGB
-        rgb[np.isnan(values) | np.isposinf(values)] = INVALID_RGB
-    return rgb
+    index = position.astype(np.uint16)
+    if not everything_finite:
+        index[np.isneginf(values)] = MASKED_INDEX
+        index[np.isnan(values) | np.isposinf(values)] = INVALID_INDEX
+    return index
+
+
+def to_rgb(values: np.ndarray, name: str, low: float, high: float) -> np.ndarray:
+    """Map values to (…, 3) uint8 colours over [low, high], clipped at both ends.
+
+    −inf (masked) cells come out :data:`MASKED_RGB`, NaN and +inf cells
+    :data:`INVALID_RGB`. Ranges as :func:`colour_index` takes them.
+    """
+    return np.take(colour_table(name), colour_index(values, low, high), axis=0)

@@ -12,11 +12,16 @@ freezes the inputs into a :class:`ComputeRequest`, whose :meth:`~ComputeRequest.
 and :meth:`~ComputeRequest.agreement` are plain functions safe in a worker, and
 :meth:`Results.accept` / :meth:`Results.accept_agreement` take the outcome back
 (a stale outcome, from before a newer edit, is dropped).
+
+An edit of a few heads' numbers recomputes only those heads
+(:mod:`~attn_explorer.state.incremental`), on the spot when that is quick even if
+a full recompute would not be. Each result keeps the :mod:`~attn_explorer.state.preview`
+of the stages shown, made with it (in the worker, for a big one).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,14 +37,26 @@ from attn_explorer.compute import (
 )
 from attn_explorer.state.events import Event
 from attn_explorer.state.formatting import format_seconds
+from attn_explorer.state.types import MATRICES
 
 if TYPE_CHECKING:
+    from attn_explorer.state.incremental import Heads
+    from attn_explorer.state.preview import Preview
     from attn_explorer.state.session import Session
 
 #: Score cells (B·H·T·T) up to which a result is computed at once, within a frame of the edit.
 INTERACTIVE_CELLS = 64 * 64 * 8
 #: Largest max |difference| between strategies that still counts as agreeing.
 AGREEMENT_TOLERANCE = 1e-3
+#: Score cells of the *changed* heads up to which recomputing only them is done at once.
+INCREMENTAL_CELLS = 2 * 512 * 512
+#: Score cells (B·H·T·T) up to which the other heads are copied on the spot (two arrays of
+#: them: scores and weights); past this an edit of one head still recomputes only it, in
+#: the worker.
+SPLICE_CELLS = 16 * 512 * 512
+#: Entries of each of Q, K, V (B·H·T·d) up to which an edit is compared with the last
+#: result's inputs to find the heads it changed (on the GUI thread: ~10 ms at this size).
+COMPARED_ENTRIES = 16 * 2048 * 128
 
 
 def runs_at_once(
@@ -66,10 +83,19 @@ class ComputeRequest:
     causal: bool
     loop_seconds: float  # the loop's predicted time on this shape
     budget: LoopBudget = field(default=LOOP_BUDGET, repr=False)
+    stage: str = "scores"  # the stage on screen: its preview is made with the result
+    batch_index: int = 0
+    #: A result whose inputs differ from these only in ``heads``: only they are recomputed.
+    base: ComputedResult | None = field(default=None, repr=False)
+    heads: Heads | None = field(default=None, repr=False)
 
     @property
     def interactive(self) -> bool:
         """Quick enough to compute on the spot, within a frame of the edit."""
+        if self.base is not None and self.heads is not None:
+            return updates_at_once(
+                self.query.shape, len(self.heads), self.used, self.loop_seconds, self.budget
+            )
         return runs_at_once(self.query.shape, self.used, self.loop_seconds, self.budget)
 
     @property
@@ -77,17 +103,63 @@ class ComputeRequest:
         """Whether the other strategies are run to show that they agree (the loop is affordable)."""
         return self.loop_seconds < self.budget.agreement
 
-    def run(self) -> ComputedResult:
-        """Every stage, by the strategy that really runs (may take long: a worker's job)."""
-        result = attention(
-            self.query,
-            self.key,
-            self.value,
-            strategy=self.used,
+    def run(self, reuse_base: bool = False) -> ComputedResult:
+        """Every stage, by the strategy that really runs (may take long: a worker's job).
+
+        With a ``base``, only ``heads`` are computed and the rest is copied from it;
+        ``reuse_base`` writes them into the base result's arrays instead, for a run on
+        the GUI thread whose outcome replaces the base at once (never in a worker:
+        a dropped outcome would leave the base changed). The preview of the stage on
+        screen is made here too when this is a worker's job (not ``interactive``).
+        """
+        previews: dict[tuple[str, int], Preview] = {}
+        if self.base is not None and self.heads is not None:
+            # Imported here, as the preview module: the window's first paint needs neither.
+            from attn_explorer.state.incremental import recompute_heads, splice_preview
+
+            base = self.base
+            if len(self.heads) == 0:
+                result = base.result  # the same numbers and options: the same result
+                previews = dict(base.previews)
+            else:
+                result, part = recompute_heads(
+                    base.result,
+                    self.query,
+                    self.key,
+                    self.value,
+                    self.heads,
+                    strategy=self.used,
+                    scale=self.scale,
+                    causal=self.causal,
+                    in_place=reuse_base,
+                )
+                for (stage, batch), preview in base.previews.items():
+                    previews[stage, batch] = splice_preview(
+                        preview, result, part, self.heads, stage, batch
+                    )
+        else:
+            result = attention(
+                self.query,
+                self.key,
+                self.value,
+                strategy=self.used,
+                scale=self.scale,
+                causal=self.causal,
+            )
+        outcome = ComputedResult(
+            self.revision,
+            result,
+            self.strategy,
+            self.used,
+            self.loop_seconds,
+            inputs=(self.query, self.key, self.value),
             scale=self.scale,
             causal=self.causal,
+            previews=previews,
         )
-        return ComputedResult(self.revision, result, self.strategy, self.used, self.loop_seconds)
+        if not self.interactive:  # a worker's job: make the preview here, off the GUI thread
+            outcome.preview(self.stage, self.batch_index)
+        return outcome
 
     def agreement(self) -> dict[str, float]:
         """Max |difference| of every other strategy's scores against the chosen one's."""
@@ -108,6 +180,39 @@ class ComputedResult:
     chosen: str
     used: str
     loop_seconds: float
+    #: The query, key and value (B, H, T, d) it was computed from, and the options.
+    inputs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    scale: bool = True
+    causal: bool = False
+    #: Previews by (stage, batch entry), made on first use (see :meth:`preview`).
+    previews: dict[tuple[str, int], Preview] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def preview(self, stage: str, batch: int) -> Preview:
+        """The heads of ``stage`` in ``batch`` reduced for thumbnails (made once, then kept)."""
+        from attn_explorer.state.preview import make_preview  # see ComputeRequest.run
+
+        key = (stage, batch)
+        if key not in self.previews:
+            values = self.result.stage(stage)
+            assert values is not None  # every session has V, so every stage exists
+            self.previews[key] = make_preview(values[batch])
+        return self.previews[key]
+
+
+def updates_at_once(
+    shape: tuple[int, ...], heads: int, used: str, loop_seconds: float, budget: LoopBudget
+) -> bool:
+    """Recomputing ``heads`` of ``shape`` (B, H, T, d) and copying the rest is quick enough
+    to do on the spot (the loop's share of the heads within its interactive budget)."""
+    b, h, t, _ = shape
+    share = heads / (b * h)
+    return (
+        heads * t * t <= INCREMENTAL_CELLS
+        and b * h * t * t <= SPLICE_CELLS
+        and (used != "loop" or loop_seconds * share < budget.interactive)
+    )
 
 
 class Results:
@@ -127,6 +232,8 @@ class Results:
         self._diffs: dict[str, float] = {}
         self._agreement_revision = -1  # the revision the pending check is for (-1: none)
         self._error = ""
+        #: (revision, result compared with, what _changed_heads found): found once per edit
+        self._heads_at: tuple[int, ComputedResult | None, Heads | None] = (-1, None, None)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -167,7 +274,49 @@ class Results:
         shape = self.session.shape
         strategy = self.session.options.strategy
         used = self.budget.strategy_for(strategy, shape, shape)
-        return runs_at_once(shape, used, estimate_loop_seconds(shape, shape), self.budget)
+        loop_seconds = estimate_loop_seconds(shape, shape)
+        if runs_at_once(shape, used, loop_seconds, self.budget):
+            return True
+        heads = self._changed_heads()
+        return heads is not None and updates_at_once(
+            shape, len(heads), used, loop_seconds, self.budget
+        )
+
+    def _changed_heads(self) -> Heads | None:
+        """The (batch, head) pairs whose numbers differ from the current result's inputs,
+        when only they need computing (same shape and options, at most half the heads);
+        else None. Only up to COMPARED_ENTRIES, once per edit."""
+        s = self.session
+        base = self._current
+        revision, compared, found = self._heads_at
+        if revision == s.revision and compared is base:
+            return found
+        heads: Heads | None = None
+        b, h, t, d = s.shape
+        if (
+            base is not None
+            and base.inputs is not None
+            and b * h * t * d <= COMPARED_ENTRIES
+            and base.inputs[0].shape == s.shape
+            and base.inputs[2].shape == s.matrix("value").shape
+            and base.inputs[0].dtype == np.dtype(s.options.dtype)
+            and (base.chosen, base.scale, base.causal)
+            == (s.options.strategy, s.options.scale, s.options.causal)
+            and base.used == self.budget.strategy_for(s.options.strategy, s.shape, s.shape)
+        ):
+            from attn_explorer.state.incremental import changed_heads  # see ComputeRequest.run
+
+            dtype = base.inputs[0].dtype
+            now = tuple(s.matrix(name).astype(dtype, copy=False) for name in MATRICES)
+            changed = changed_heads(base.inputs, (now[0], now[1], now[2]))
+            if 2 * len(changed) <= b * h:
+                heads = changed
+        self._heads_at = (s.revision, base, heads)
+        return heads
+
+    def preview(self, stage: str, batch: int) -> Preview | None:
+        """The shown result's ``stage`` in ``batch`` reduced for thumbnails (None: no result)."""
+        return self._current.preview(stage, batch) if self._current is not None else None
 
     def request(self) -> ComputeRequest:
         """The current numbers and options, frozen for one run (copies a worker may own)."""
@@ -177,7 +326,7 @@ class Results:
         key = s.matrix("key").astype(dtype, copy=True)
         value = s.matrix("value").astype(dtype, copy=True)
         strategy = s.options.strategy
-        return ComputeRequest(
+        request = ComputeRequest(
             revision=s.revision,
             query=query,
             key=key,
@@ -188,7 +337,13 @@ class Results:
             causal=s.options.causal,
             loop_seconds=estimate_loop_seconds(query.shape, key.shape),
             budget=self.budget,
+            stage=s.options.stage,
+            batch_index=min(s.options.batch_index, query.shape[0] - 1),
         )
+        heads = self._changed_heads()
+        if heads is not None and self._current is not None:
+            request = replace(request, base=self._current, heads=heads)
+        return request
 
     def begin(self, request: ComputeRequest) -> None:
         """A run for ``request`` has started: forget the old agreement check."""
@@ -200,6 +355,7 @@ class Results:
         if outcome.revision != self.session.revision:
             return False
         self._current = outcome
+        self._heads_at = (-1, None, None)  # compared with the result before: forget it
         self._error = ""
         self.changed.emit()
         return True

@@ -2,8 +2,10 @@
 
 Rows are queries (top to bottom), columns are keys (left to right). Colours come
 from :mod:`attn_explorer.colormaps` (diverging about 0 for scores, sequential
-0..1 for weights), converted to RGB here after downsampling to about the pixels
-on screen, so 16 heads of 2048×2048 redraw without freezing.
+0..1 for weights). Thumbnails colour the result's :mod:`~attn_explorer.state.preview`
+(blocks of cells reduced to about the pixels on screen, made with the result), so
+16 heads of 2048×2048 redraw without freezing; the hover read-out says when a
+pixel is a block. The enlarged head shows every cell.
 
 One job: the explorer's live view of a stage, head by head. The plot items, their layout
 in the view (how many columns: :func:`attn_explorer.state.figure.best_columns`), the colour
@@ -13,6 +15,7 @@ bar and the mouse belong together because each redraw touches all of them.
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 import pyqtgraph as pg
@@ -21,10 +24,11 @@ from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QMenu, QToolTip, QVBoxLayout, QWidget
 
-from attn_explorer.colormaps import lut, stage_range, to_rgb
+from attn_explorer.colormaps import colour_index, colour_table, lut, stage_range
 from attn_explorer.state import Session
 from attn_explorer.state.figure import best_columns
 from attn_explorer.state.labels import STAGE_NAMES
+from attn_explorer.state.preview import Preview, block_all, make_preview
 from attn_explorer.state.results import Results
 from attn_explorer.state.stepper import Frame, Stepper
 from attn_explorer.ui.text import plain_tooltip
@@ -32,21 +36,26 @@ from attn_explorer.ui.text import plain_tooltip
 # Dark text on the white plot background: titles and axes must read well.
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, foreground=(40, 40, 40))
 
-#: Most image pixels per axis a head is drawn with; larger grids are decimated.
-MAX_PIXELS = 256
 MAX_TOKEN_TICKS = 24
 #: More heads than this are drawn as thumbnails without axes.
 COMPACT_HEADS = 4
 EMPTY_RGB = (250, 250, 250)
+#: The row of :func:`_rgba_table` for cells the stepper has not reached yet.
+EMPTY_INDEX = 258
 
 
-def downsample(values: np.ndarray, limit: int = MAX_PIXELS) -> np.ndarray:
-    """Keep every s-th row and column so neither axis exceeds ``limit``."""
-    step_r = max(1, math.ceil(values.shape[-2] / limit))
-    step_c = max(1, math.ceil(values.shape[-1] / limit))
-    if step_r == step_c == 1:
-        return values
-    return values[..., ::step_r, ::step_c]
+@cache
+def _rgba_table(name: str) -> np.ndarray:
+    """(259,) uint32: colour map ``name``'s colour_table rows and EMPTY_RGB, as RGBA bytes.
+
+    One 4-byte lookup per pixel (np.take) instead of three 1-byte ones.
+    """
+    rgba = np.full((EMPTY_INDEX + 1, 4), 255, dtype=np.uint8)
+    rgba[:EMPTY_INDEX, :3] = colour_table(name)
+    rgba[EMPTY_INDEX, :3] = EMPTY_RGB
+    table = rgba.view(np.uint32).ravel()  # the bytes R, G, B, A of each row, in order
+    table.flags.writeable = False
+    return table
 
 
 RELAYOUT_MS = 120  # after a resize settles, choose the number of columns again
@@ -54,6 +63,10 @@ MIN_HEAD_PX = 48  # one head's column: its title ("head 16", 8 pt) over a few ce
 TITLE_PX = 18  # a thumbnail's title row
 BAR_PX = 70  # a colour bar with its tick labels
 SHARED_BAR_PX = 85  # the shared bar, with its caption
+
+
+def _number(value: float) -> str:
+    return "−∞ (hidden by the mask)" if value == -np.inf else f"{value:.6g}"
 
 
 class _TokenAxis(pg.AxisItem):
@@ -187,6 +200,12 @@ class HeatmapGrid(QWidget):
         self.enlarged: int | None = None
         self._layout_key: tuple[object, ...] | None = None
         self._values: np.ndarray | None = None  # (H, T_q, T_k) of the shown stage
+        self._preview: Preview | None = None  # the same, reduced for thumbnails
+        #: (preview, it folded to the screen's pixels, by how much): see _on_screen.
+        self._fold: tuple[Preview, Preview, tuple[int, int]] | None = None
+        self._hinted_blocks = (1, 1)  # the block size the hover text last named
+        #: Per image, what it shows: (pixels, range, colour map); None: draw it again.
+        self._drawn: list[tuple[np.ndarray, tuple[float, float], str] | None] = []
         self._stage = "scores"
         self._frame: Frame | None = None
         self.ranges: list[tuple[float, float]] = []
@@ -245,6 +264,7 @@ class HeatmapGrid(QWidget):
             return
         self.view.clear()
         self.plots, self.images, self.bars = [], [], []
+        self._drawn = [None] * len(heads)
         tokens = self.session.tokens
         # Many small heads: axes would crowd out the cells, so thumbnails show only their
         # title; the hover read-out and the enlarged head (double-click) carry the labels.
@@ -320,14 +340,26 @@ class HeatmapGrid(QWidget):
         if self._values is None or self._layout_key is None:
             return
         _, t_q, t_k = self._values.shape
-        if self._columns_for(len(self._heads_shown()), t_q, t_k) != self._layout_key[5]:
+        columns = self._columns_for(len(self._heads_shown()), t_q, t_k)
+        fold = self._fold[2] if self._fold is not None else None
+        if columns != self._layout_key[5] or (
+            self.enlarged is None and fold is not None and self._screen_fold() != fold
+        ):
             self.redraw()
 
     def _hover_hint(self) -> str:
-        if len(self._heads_shown()) > COMPACT_HEADS:
+        rows, cols = self._blocks()
+        blocks = (
+            f"each pixel is a block of {rows} × {cols} cells (its "
+            + ("value farthest from 0" if self.colormap() == "diverging" else "largest value")
+            + "); "
+            if rows * cols > 1
+            else ""
+        )
+        if len(self._heads_shown()) > COMPACT_HEADS or blocks:
             return (
-                "rows = query i, columns = key j — hover a cell for its value; double-click a "
-                "head to enlarge it"
+                f"rows = query i, columns = key j — {blocks}hover a cell for its value; "
+                "double-click a head to enlarge it"
             )
         return "Hover a heatmap for (head, query i, key j, value)."
 
@@ -366,11 +398,17 @@ class HeatmapGrid(QWidget):
         if values is None:
             return
         b = min(self.session.options.batch_index, values.shape[0] - 1)
-        shape_changed = self._values is None or self._values.shape != values[b].shape
         if stage != self._stage:
             self._layout_key = None
         self._stage = stage
-        self._values = values[b]  # (H, T_q, T_k)
+        self.set_values(values[b], self.results.preview(stage, b))
+
+    def set_values(self, values: np.ndarray, preview: Preview | None = None) -> None:
+        """Show ``values`` (H, T_q, T_k) of the current stage; ``preview`` is their
+        :func:`~attn_explorer.state.preview.make_preview` when already made."""
+        shape_changed = self._values is None or self._values.shape != values.shape
+        self._values = values
+        self._preview = preview if preview is not None else make_preview(values)
         self._hover_cell = None  # new numbers: the next move describes its cell afresh
         if shape_changed:
             self.hover.setText(self._hover_hint())  # a read-out of the old shape is wrong now
@@ -393,34 +431,97 @@ class HeatmapGrid(QWidget):
     def colormap(self) -> str:
         return self.session.options.colormap_for(self._stage)
 
+    @property
+    def cells_per_pixel(self) -> tuple[int, int]:
+        """Cells (rows, columns) each pixel of a head's image stands for: 1 × 1 when enlarged."""
+        return self._blocks()
+
+    def _blocks(self) -> tuple[int, int]:
+        """Cells per pixel (rows, columns) of the heads on screen: 1 × 1 when enlarged."""
+        if self._preview is None or self.enlarged is not None:
+            return 1, 1
+        drawn = self._drawn_preview()
+        return drawn.rows, drawn.cols
+
+    def _drawn_preview(self) -> Preview:
+        """The preview as the thumbnails were last drawn (folded or not)."""
+        assert self._preview is not None
+        if self._fold is not None and self._fold[0] is self._preview:
+            return self._fold[1]
+        return self._preview
+
+    def _screen_fold(self) -> tuple[int, int]:
+        """How many of the preview's blocks one screen pixel of a thumbnail must show."""
+        if self._preview is None or not self.plots:
+            return 1, 1
+        if min(plot.vb.width() for plot in self.plots) < 8:
+            self.view.ci.layout.activate()  # plots just built: give them their sizes now
+        ratio = self.view.devicePixelRatioF()
+        height = min(plot.vb.height() for plot in self.plots) * ratio
+        width = min(plot.vb.width() for plot in self.plots) * ratio
+        if height < 8 or width < 8:  # the view itself is not laid out yet
+            return 1, 1
+        n_q, n_k = self._preview.highest[0].shape
+        return max(1, math.ceil(n_q / height)), max(1, math.ceil(n_k / width))
+
+    def _on_screen(self) -> Preview:
+        """The preview folded to at most the thumbnails' pixels: drawn bigger, Qt would drop
+        every other pixel again. Kept while the preview and the factors stay."""
+        assert self._preview is not None
+        fold = self._screen_fold()
+        last = self._fold
+        if last is not None and last[0] is self._preview and last[2] == fold:
+            return last[1]
+        reuse = (last[0], last[1]) if last is not None and last[2] == fold else None
+        shown = self._preview.folded(*fold, reuse=reuse)
+        self._fold = (self._preview, shown, fold)
+        return shown
+
     def redraw(self) -> None:
         """Recolour every shown head from the current values, scale and stepper frame."""
-        if self._values is None:
+        if self._values is None or self._preview is None:
             return
         heads_total, t_q, t_k = self._values.shape
         self._rebuild(t_q, t_k)
         heads = self._heads_shown()
-        small = downsample(self._values)  # (H, ≤256, ≤256): the pixels we draw
+        preview = self._preview
         name = self.colormap()
-        shared = self.session.options.shared_scale
-        if shared:
-            ranges = [stage_range(small, self._stage, name)] * heads_total
+        # Each head's exact extremes, kept by the preview: the range an export gets.
+        if self.session.options.shared_scale:
+            shared = stage_range(None, self._stage, name, extremes=preview.extremes())
+            self.ranges = [shared] * heads_total
         else:
-            ranges = [stage_range(small[h], self._stage, name) for h in range(heads_total)]
-        self.ranges = ranges
+            self.ranges = [
+                stage_range(None, self._stage, name, extremes=preview.extremes([h]))
+                for h in range(heads_total)
+            ]
+        on_screen = self._on_screen() if self.enlarged is None else preview
+        shown = on_screen.shown(diverging=name == "diverging")  # per head, ≤ pixels
         filled = self._filled(heads_total, t_q, t_k)
-        for image, h in zip(self.images, heads, strict=True):
-            low, high = ranges[h]
-            rgb = to_rgb(small[h], name, low, high)
+        blocks = self._blocks()
+        if blocks != self._hinted_blocks:  # the hint names the block size; a read-out too
+            self._hinted_blocks = blocks
+            self._hover_cell = None
+            self.hover.setText(self._hover_hint())
+        table = _rgba_table(name)
+        for n, (image, h) in enumerate(zip(self.images, heads, strict=True)):
+            pixels = self._values[h] if self.enlarged is not None else shown[h]
+            drawn = (pixels, self.ranges[h], name)
+            last = self._drawn[n]
+            if filled is None and last is not None and last[0] is pixels and last[1:] == drawn[1:]:
+                continue  # the same numbers in the same colours: this head is on screen
+            index = colour_index(pixels, *self.ranges[h])  # (rows, cols) rows of the table
             if filled is not None:
-                rgb[~downsample(filled[h])] = EMPTY_RGB
-            image.setImage(rgb, autoLevels=False, levels=(0, 255))
+                index[~block_all(filled[h], *blocks)] = EMPTY_INDEX
+            rgba = np.take(table, index).view(np.uint8).reshape(*index.shape, 4)
+            image.setImage(rgba, autoLevels=False, levels=None)
             image.setRect(0, 0, t_k, t_q)
-        if shared:
-            self.bars[0].set_range(name, *ranges[heads[0]])
+            self._drawn[n] = drawn if filled is None else None
+        if self.session.options.shared_scale:
+            self.bars[0].set_range(name, *self.ranges[heads[0]])
         else:
             for bar, h in zip(self.bars, heads, strict=True):
-                bar.set_range(name, *ranges[h])
+                bar.set_range(name, *self.ranges[h])
 
     def _filled(self, heads: int, t_q: int, t_k: int) -> np.ndarray | None:
         frame = self._frame
@@ -446,20 +547,40 @@ class HeatmapGrid(QWidget):
         return None
 
     def describe(self, head: int, i: int, j: int) -> str:
-        """Hover text for one cell."""
+        """Hover text for one cell (and for the block its pixel stands for, on a thumbnail)."""
         assert self._values is not None
         tokens = self.session.tokens
         value = float(self._values[head, i, j])
         q = tokens[i] if i < len(tokens) else str(i)
         if self._stage == "output":
-            return (
+            text = (
                 f"head {head + 1} · query {q} (i={i + 1}) · dimension {j + 1} · value {value:.6g}"
             )
-        k = tokens[j] if j < len(tokens) else str(j)
-        shown = "−∞ (hidden by the mask)" if value == -np.inf else f"{value:.6g}"
+        else:
+            k = tokens[j] if j < len(tokens) else str(j)
+            text = (
+                f"head {head + 1} · query {q} (i={i + 1}) · key {k} (j={j + 1}) · "
+                f"{STAGE_NAMES[self._stage]} {_number(value)}"
+            )
+        return text + self._describe_block(head, i, j)
+
+    def _describe_block(self, head: int, i: int, j: int) -> str:
+        """What the pixel over cell (i, j) shows when it stands for a block of cells."""
+        rows, cols = self._blocks()
+        if rows == cols == 1 or self._preview is None or self._values is None:
+            return ""
+        _, t_q, t_k = self._values.shape
+        r, c = i // rows, j // cols
+        i0, i1 = r * rows, min((r + 1) * rows, t_q)
+        j0, j1 = c * cols, min((c + 1) * cols, t_k)
+        diverging = self.colormap() == "diverging"
+        shown = float(self._drawn_preview().shown(diverging)[head][r, c])
+        which = "value farthest from 0" if diverging else "largest value"
+        second = "dimensions" if self._stage == "output" else "keys"
         return (
-            f"head {head + 1} · query {q} (i={i + 1}) · key {k} (j={j + 1}) · "
-            f"{STAGE_NAMES[self._stage]} {shown}"
+            f" — this pixel is a block of {i1 - i0} × {j1 - j0} cells (queries i={i0 + 1}–{i1}, "
+            f"{second} j={j0 + 1}–{j1}) coloured by its {which}, {_number(shown)}; "
+            "double-click to see every cell"
         )
 
     def _on_mouse_moved(self, pos: QPointF) -> None:

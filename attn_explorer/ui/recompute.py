@@ -74,7 +74,9 @@ class Recompute(QObject):
         self._agreement_timer.stop()
         if request.interactive:
             try:
-                outcome = request.run()
+                # Here, on the GUI thread, and accepted below: a head or two recomputed
+                # may be written into the result on screen instead of copying it.
+                outcome = request.run(reuse_base=True)
             except ValueError as exc:
                 self.results.fail(request.revision, str(exc))
                 return
@@ -84,7 +86,7 @@ class Recompute(QObject):
         self.runner.submit(lambda progress, should_stop: request.run())
 
     def _on_finished(self, outcome: object) -> None:
-        request = self._pending
+        request, self._pending = self._pending, None  # it may hold the last result: let it go
         if (
             isinstance(outcome, ComputedResult)
             and request is not None
