@@ -10,7 +10,8 @@ older result keeps it intact; the next call then gets fresh arrays.
 
 It keeps at most ``sets`` sets (the shown result and the one being computed), of
 one shape only: a call of another shape forgets them (arrays still in use live on
-with their users). ``clear()`` forgets them at once.
+with their users). A set bigger than ``max_bytes`` is never kept, so a huge session
+does not hold a spare copy of its result while idle. ``clear()`` forgets them at once.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ _BASELINE = _baseline()
 class Workspace:
     """Reusable work arrays for repeated attention() calls of one shape (see module docstring)."""
 
-    def __init__(self, sets: int = 2) -> None:
+    def __init__(self, sets: int = 2, max_bytes: int | None = None) -> None:
         if sets < 1:
             raise ValueError(f"sets: expected at least 1, got {sets}.")
         self.sets = sets
+        self.max_bytes = max_bytes
         self._key: tuple[Shapes, str] | None = None
         self._sets: list[tuple[np.ndarray, ...]] = []
         self._lock = threading.Lock()
@@ -58,6 +60,11 @@ class Workspace:
         in use, so no other call, in any thread, gets it until every reference is gone.
         """
         key = (tuple(tuple(int(n) for n in shape) for shape in shapes), np.dtype(dtype).str)
+        size = (
+            sum(int(np.prod(shape, dtype=np.int64)) for shape in key[0]) * np.dtype(dtype).itemsize
+        )
+        if self.max_bytes is not None and size > self.max_bytes:
+            return [np.empty(shape, dtype=dtype) for shape in key[0]]  # too big to keep a spare
         with self._lock:
             if key != self._key:
                 self._key, self._sets = key, []

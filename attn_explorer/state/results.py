@@ -31,6 +31,7 @@ from attn_explorer.compute import (
     STRATEGIES,
     AttentionResult,
     LoopBudget,
+    Workspace,
     attention,
     attention_scores,
     estimate_loop_seconds,
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 #: Score cells (B·H·T·T) up to which a result is computed at once, within a frame of the edit.
 INTERACTIVE_CELLS = 64 * 64 * 8
+#: Largest set of scores, weights and output arrays the results keep a spare of (H16 T1024).
+WORKSPACE_BYTES = 160 * 2**20
 #: Largest max |difference| between strategies that still counts as agreeing.
 AGREEMENT_TOLERANCE = 1e-3
 #: Score cells of the *changed* heads up to which recomputing only them is done at once.
@@ -88,6 +91,8 @@ class ComputeRequest:
     #: A result whose inputs differ from these only in ``heads``: only they are recomputed.
     base: ComputedResult | None = field(default=None, repr=False)
     heads: Heads | None = field(default=None, repr=False)
+    #: Lends a full run the arrays of the previous one of the same shape (see compute.Workspace).
+    workspace: Workspace | None = field(default=None, repr=False, compare=False)
 
     @property
     def interactive(self) -> bool:
@@ -145,6 +150,7 @@ class ComputeRequest:
                 strategy=self.used,
                 scale=self.scale,
                 causal=self.causal,
+                workspace=self.workspace,
             )
         outcome = ComputedResult(
             self.revision,
@@ -234,6 +240,10 @@ class Results:
         self._error = ""
         #: (revision, result compared with, what _changed_heads found): found once per edit
         self._heads_at: tuple[int, ComputedResult | None, Heads | None] = (-1, None, None)
+        # A full recompute of the same shape (a paste, an option) gets the arrays of the
+        # result before it once that is replaced, instead of mapping fresh ones; a spare
+        # set is kept only up to WORKSPACE_BYTES, so a huge session holds none while idle.
+        self._workspace = Workspace(sets=2, max_bytes=WORKSPACE_BYTES)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -339,6 +349,7 @@ class Results:
             budget=self.budget,
             stage=s.options.stage,
             batch_index=min(s.options.batch_index, query.shape[0] - 1),
+            workspace=self._workspace,
         )
         heads = self._changed_heads()
         if heads is not None and self._current is not None:

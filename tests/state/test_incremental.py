@@ -197,3 +197,25 @@ def test_past_the_splice_budget_one_head_is_still_all_that_is_recomputed(small_b
     request, outcome = run_request(results)
     assert not request.interactive and request.heads.tolist() == [[0, 16]]
     assert_same_as_full(session, outcome, "batched")
+
+
+def test_full_recomputes_of_one_shape_reuse_the_replaced_results_arrays():
+    """A full recompute (here: every head's numbers changed) gets the arrays of the result
+    before the one on screen, never those of the result still shown."""
+    session = session_of((1, 4, 16, 8), dtype="float32")
+    results = Results(session)
+    _, first = run_request(results)
+    shown = first.result.weights.copy()
+    rng = np.random.default_rng(5)
+    for round_ in range(3):
+        q, k, v = (rng.standard_normal((1, 4, 16, 8)) for _ in range(3))  # every head: a full run
+        session.load(Snapshot(tuple(f"t{n + 1}" for n in range(16)), q, k, v), text="paste")
+        request = results.request()
+        assert request.base is None or request.heads is None or len(request.heads) == 4
+        outcome = request.run()
+        np.testing.assert_array_equal(first.result.weights, shown)  # the shown result intact
+        assert not np.shares_memory(outcome.result.weights, first.result.weights)
+        assert results.accept(outcome)
+        assert_same_as_full(session, outcome, "batched")
+        first, shown = outcome, outcome.result.weights.copy()
+    assert results._workspace.reused >= 1
