@@ -181,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         return _report(rows, args)
 
     app = QApplication.instance() or QApplication([])
-    from attn_explorer.state.preview import make_preview
+    try:
+        from attn_explorer.state.preview import make_preview
+    except ImportError:  # a tree from before previews, run for a before/after --compare
+        make_preview = None
     from attn_explorer.ui.heatmaps import HeatmapGrid
     from attn_explorer.ui.main_window import MainWindow
 
@@ -236,7 +239,16 @@ def main(argv: list[str] | None = None) -> int:
         # Each result comes with its preview (blocks of cells reduced for the thumbnails),
         # made once with the result, in the worker for a big one: not a redraw's work.
         start = time.perf_counter()
-        previews = [make_preview(values), make_preview(negated)]
+        if make_preview is not None:
+            previews = [make_preview(values), make_preview(negated)]
+        else:  # the old grid reduced in its redraw: the clock below counts it
+            previews = [None, None]
+
+            def set_values(values: np.ndarray, _: object, grid: HeatmapGrid = grid) -> None:
+                grid._values = values
+                grid.redraw()
+
+            grid.set_values = set_values
         reduce_ms = (time.perf_counter() - start) / 2 * 1e3
         grid.set_values(values, previews[0])
         app.processEvents()

@@ -207,7 +207,7 @@ def test_full_recomputes_of_one_shape_reuse_the_replaced_results_arrays():
     _, first = run_request(results)
     shown = first.result.weights.copy()
     rng = np.random.default_rng(5)
-    for round_ in range(3):
+    for _ in range(3):
         q, k, v = (rng.standard_normal((1, 4, 16, 8)) for _ in range(3))  # every head: a full run
         session.load(Snapshot(tuple(f"t{n + 1}" for n in range(16)), q, k, v), text="paste")
         request = results.request()
