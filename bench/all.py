@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -28,7 +29,12 @@ def run(name: str, command: list[str]) -> tuple[list[TargetRow], dict]:
     """Run one bench with --json; its target rows and its whole report."""
     start = time.perf_counter()
     print(f"  running {name} …", file=sys.stderr, flush=True)
-    out = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent, timeout=1800)
+    # Every child imports this checkout's attn_explorer, not whichever one is installed.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
+    out = subprocess.run(
+        command, capture_output=True, text=True, cwd=HERE.parent, env=env, timeout=1800
+    )
     if out.returncode != 0:
         note = (out.stderr.strip().splitlines() or ["no output"])[-1][:200]
         print(f"  {name} failed: {note}", file=sys.stderr)
