@@ -28,13 +28,14 @@ from PySide6.QtWidgets import QApplication
 
 from attn_explorer.state import Session, preset
 from attn_explorer.state.presets import random_preset
+from attn_explorer.state.stepper import Stepper
 from attn_explorer.ui.stepper_panel import StepperPanel
 
 BUDGET_MS = 8.0
 
 
 def make_panel(session: Session) -> StepperPanel:
-    panel = StepperPanel(session, measure_times=False)
+    panel = StepperPanel(session, Stepper(session), measure_times=False)
     panel.resize(760, 520)
     panel.show()
     QApplication.processEvents()
