@@ -18,7 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from attn_explorer.compute.softmax import NonFiniteRows, softmax_rows
-from attn_explorer.compute.strategies import STRATEGY_FUNCTIONS
+from attn_explorer.compute.strategies import STRATEGY_FUNCTIONS, marked_source
 from attn_explorer.compute.validation import (
     as_float_array,
     check_limits,
@@ -114,15 +114,7 @@ def stage_source(stage: str) -> str:
         raise ValueError(f"stage: unknown stage {stage!r}; choose one of {', '.join(STAGES)}.")
     if stage == "scores":
         return ""
-    import inspect
-    import sys
-
-    lines = inspect.getsource(sys.modules[__name__]).splitlines()
-    start = next(n for n, line in enumerate(lines) if line.strip() == f"# [stage {stage}]")
-    end = next(n for n in range(start + 1, len(lines)) if lines[n].strip() == "# [end]")
-    body = lines[start + 1 : end]
-    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
-    return "\n".join(line[indent:] for line in body)
+    return marked_source(__name__, f"stage {stage}")
 
 
 def _check_value(value: object, q: np.ndarray, k: np.ndarray) -> np.ndarray:

@@ -85,6 +85,18 @@ STRATEGY_FUNCTIONS = {
 }
 
 
+def marked_source(module: str, marker: str) -> str:
+    """The lines of ``module`` between ``# [marker]`` and ``# [end]``, dedented, exactly as
+    written. The whole module's lines are read: getsource of one function tokenizes the file
+    to find its end, ~2-8 ms of the window's start-up."""
+    lines = inspect.getsource(sys.modules[module]).splitlines()
+    start = next(n for n, line in enumerate(lines) if line.strip() == f"# [{marker}]")
+    end = next(n for n in range(start + 1, len(lines)) if lines[n].strip() == "# [end]")
+    body = lines[start + 1 : end]
+    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
+    return "\n".join(line[indent:] for line in body)
+
+
 def strategy_source(strategy: str) -> str:
     """The core lines of a strategy, exactly as they appear in this module's source.
 
@@ -93,11 +105,4 @@ def strategy_source(strategy: str) -> str:
     """
     if strategy not in STRATEGY_FUNCTIONS:
         raise KeyError(strategy)
-    # The whole module's lines (as stage_source reads pipeline's): getsource of one function
-    # tokenizes the file to find its end, ~2-8 ms of the window's start-up.
-    lines = inspect.getsource(sys.modules[__name__]).splitlines()
-    start = next(n for n, line in enumerate(lines) if line.strip() == f"# [strategy {strategy}]")
-    end = next(n for n in range(start + 1, len(lines)) if lines[n].strip() == "# [end]")
-    body = lines[start + 1 : end]
-    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
-    return "\n".join(line[indent:] for line in body)
+    return marked_source(__name__, f"strategy {strategy}")
