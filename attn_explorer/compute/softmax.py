@@ -204,6 +204,12 @@ class _Softmax:
         # Any shift m gives the same softmax, exp(y − m) / Σ exp(y − m). One m for the
         # whole block (its max, one cheap reduction) makes the subtraction a scalar one.
         shift = blk.max()  # NaN if the block holds a NaN, +inf if it holds +inf
+        if not shift < np.inf and visible is not None:
+            # Adding −inf to a +inf (or NaN) under a hidden key leaves NaN: hidden keys
+            # must not count, whatever they hold, so mask this block by overwriting.
+            np.multiply(src, self.c, out=blk)
+            np.copyto(blk, self.minus_inf, where=~np.broadcast_to(visible, blk.shape))
+            shift = blk.max()
         if not shift < np.inf:
             self._find_bad(block, src, visible)
             return

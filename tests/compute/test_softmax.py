@@ -129,3 +129,17 @@ def test_exp2_and_exp_paths_give_the_reference(far_value):
     assert weights.dtype == np.float32 and not fully.any()
     if far_value is not None:
         assert weights[2, 3] < 1e-20
+
+
+@pytest.mark.parametrize("hidden_value", [np.inf, np.nan, 1e30])
+def test_a_non_finite_or_overflowing_entry_under_a_hidden_key_is_ignored(hidden_value):
+    """Hidden keys do not count, whatever they hold: +inf (or x · factor overflowing to
+    +inf) under the causal mask must not turn the visible entries into NaN."""
+    x = np.array([[1.0, hidden_value, 3.0], [0.5, 2.0, hidden_value]], dtype=np.float32)
+    keep = np.array([[True, False, True], [True, True, False]])
+    weights, fully = softmax_rows(x, factor=1e10 if hidden_value == 1e30 else 0.5, keep=keep)
+    factor = 1e10 if hidden_value == 1e30 else 0.5
+    clean = np.where(keep, x, 0).astype(np.float64) * factor
+    expected, _ = reference_softmax(clean, keep)
+    np.testing.assert_allclose(weights, expected, rtol=2e-6, atol=1e-30)
+    assert weights[0, 1] == 0 and weights[1, 2] == 0 and not fully.any()
