@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout: its own attn_explorer
 
-from attn_explorer.tools.bench_report import TargetRow, format_rows, rows_json  # noqa: E402
+from attn_explorer.cli.bench_report import TargetRow, format_rows, rows_json  # noqa: E402
 
 
 def run(name: str, command: list[str]) -> tuple[list[TargetRow], dict]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from attn_explorer.tools.bench_report import TargetRow
+    from attn_explorer.cli.bench_report import TargetRow
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -35,7 +35,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 EDIT_TARGET_MS = {(8, 64, 16): 16.0, (16, 512, 64): 80.0}
 REDRAW_TARGET = {512: 60.0, 2048: 30.0}
 
-#: Runs the real entry point (``attn_explorer.cli.main``, what ``attn-explorer`` runs) in
+#: Runs the real entry point (``attn_explorer.cli.main.main``, what ``attn-explorer`` runs) in
 #: a fresh process and prints two times since the process was started: the first frame
 #: of the main window completely painted (every widget painted and flushed, not just the
 #: window's own first paint event), and the window complete (its heatmaps built and
@@ -45,8 +45,8 @@ FIRST_PAINT_SCRIPT = r"""
 import os, sys, time
 start = float(sys.argv[1])
 first_only = sys.argv[2:] == ["--first"]  # stop at the first frame (for -X importtime)
-import attn_explorer.ui.app as app_module
-from attn_explorer.cli import main
+import attn_explorer.ui.window.launch as app_module
+from attn_explorer.cli.main import main
 
 real_qt_application = app_module.qt_application
 
@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    from attn_explorer.cli.bench_report import HIGHER, TargetRow
     from attn_explorer.state import Snapshot
-    from attn_explorer.tools.bench_report import HIGHER, TargetRow
 
     rows: list[TargetRow] = []
     runs = 2 if args.quick else 5
@@ -182,11 +182,11 @@ def main(argv: list[str] | None = None) -> int:
 
     app = QApplication.instance() or QApplication([])
     try:
-        from attn_explorer.state.preview import make_preview
+        from attn_explorer.state.results.preview import make_preview
     except ImportError:  # a tree from before previews, run for a before/after --compare
         make_preview = None
-    from attn_explorer.ui.heatmaps import HeatmapGrid
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.explorer.heatmaps import HeatmapGrid
+    from attn_explorer.ui.window.main_window import MainWindow
 
     w = MainWindow()
     w.ask_before_discard = False
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(rows: list[TargetRow], args: argparse.Namespace) -> int:
-    from attn_explorer.tools.bench_report import format_rows, rows_json
+    from attn_explorer.cli.bench_report import format_rows, rows_json
 
     if args.json:
         print(json.dumps(rows_json(rows, bench="gui", quick=args.quick), indent=2))

@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from attn_explorer.cli.bench_report import TargetRow, format_rows, rows_json
 from attn_explorer.models import find_models, load_model
-from attn_explorer.models.bert import model_name
 from attn_explorer.models.discovery import smollm2_file
-from attn_explorer.tools.bench_report import TargetRow, format_rows, rows_json
+from attn_explorer.models.encoder.bert import model_name
 
 LOAD_TARGET_S = 1.0
 FORWARD_TARGET_S = 0.050
@@ -121,7 +121,7 @@ def write_synthetic_gguf(path: Path, seed: int = 0) -> None:
     padded to SYNTH["vocab"] tokens; random int8 values, scale 1/512."""
     import gguf
 
-    from attn_explorer.models.testing_gguf import (
+    from attn_explorer.models.testing.tiny_gguf import (
         CONTROL_TOKENS,
         TINY_MERGES,
         TINY_TEMPLATE,

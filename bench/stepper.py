@@ -28,8 +28,8 @@ from PySide6.QtWidgets import QApplication
 
 from attn_explorer.state import Session, preset
 from attn_explorer.state.presets import random_preset
-from attn_explorer.state.stepper import Stepper
-from attn_explorer.ui.stepper_panel import StepperPanel
+from attn_explorer.state.views.stepper import Stepper
+from attn_explorer.ui.stepper.stepper_panel import StepperPanel
 
 BUDGET_MS = 8.0
 

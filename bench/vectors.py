@@ -44,8 +44,8 @@ def run(tokens: int, events: int) -> None:
     from PySide6.QtWidgets import QApplication
 
     from attn_explorer.state import Snapshot
-    from attn_explorer.ui.main_window import MainWindow
-    from attn_explorer.ui.vectors_view import DRAG_WRITE_MS
+    from attn_explorer.ui.vectors.vectors_view import DRAG_WRITE_MS
+    from attn_explorer.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     heads, dim = 8, 2

@@ -6,7 +6,7 @@ script as ``__main__`` outside the package, where relative imports would fail.
 
 import sys
 
-from attn_explorer.cli import main
+from attn_explorer.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,7 +22,7 @@ def _isolated_settings(tmp_path, monkeypatch):
 @pytest.fixture
 def tiny_gguf(tmp_path):
     """A tiny random Llama-layout GGUF file (models and window tests share it)."""
-    from attn_explorer.models.testing_gguf import write_tiny_gguf
+    from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
     path = tmp_path / "tiny-llama.gguf"
     write_tiny_gguf(path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attn_explorer.background import in_process
 from attn_explorer.compute import Cancelled
+from attn_explorer.compute.background import in_process
 from attn_explorer.compute.timing import sweep_tokens, time_strategies
 
 

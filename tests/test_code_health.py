@@ -1,5 +1,5 @@
-"""The code-health rules of issue 16, checked: one definition per fact, modules with one job,
-a README module map that matches the tree, and mypy over every package."""
+"""The code-health rules of issues 16 and 22, checked: one definition per fact, short modules in
+folders of a dozen, a README module map that matches the tree, and mypy over every package."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "attn_explorer"
 MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
-#: A module longer than this says in its docstring why it is one job ("One job at …").
-MAX_LINES = 450
+#: The longest a module may be, and the most modules one folder may hold (issue 22).
+MAX_LINES = 500
+MAX_MODULES = 12
 
 #: Facts the app states in one place only (issue 16's list).
 ONE_DEFINITION = (
@@ -65,23 +66,38 @@ def test_each_shared_fact_is_defined_once(name):
     assert len(where) == 1, f"{name} is defined in {where}"
 
 
+#: Modules still over MAX_LINES while issue 22's splits land; the list only shrinks.
+NOT_YET_SPLIT = {
+    "ui/window/main_window.py",
+    "ui/model/model_view.py",
+    "ui/explorer/heatmaps.py",
+    "ui/stepper/stepper_panel.py",
+    "ui/vectors/vectors_view.py",
+    "lessons/registry.py",
+    "models/encoder/bert.py",
+    "state/session.py",
+    "cli/bench.py",
+    "models/session.py",
+}
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
-def test_a_long_module_says_why_it_is_one_job(path):
+def test_no_module_is_over_500_lines(path):
+    name = path.relative_to(PACKAGE).as_posix()
     lines = len(path.read_text(encoding="utf-8").splitlines())
-    if lines <= MAX_LINES:
+    if name in NOT_YET_SPLIT:
+        assert lines > MAX_LINES, f"{name} is split now: take it off NOT_YET_SPLIT"
         return
-    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    assert "One job" in docstring, f"{path.name}: {lines} lines; split it or say why it is one job"
+    assert lines <= MAX_LINES, f"{name}: {lines} lines; split it by job"
 
 
-def test_no_two_modules_share_a_name_across_layers():
-    """``ui/stepper.py`` beside ``state/stepper.py`` broke the one-minute rule."""
-    names: dict[str, list[str]] = {}
+def test_no_folder_holds_more_than_12_modules():
+    folders: dict[str, int] = {}
     for path in MODULES:
-        names.setdefault(path.stem, []).append(path.relative_to(PACKAGE).as_posix())
-    allowed = {"cli", "files", "session"}  # each says its layer: models.cli, state.files, ...
-    clashes = {n: p for n, p in names.items() if len(p) > 1 and n not in allowed}
-    assert not clashes, clashes
+        key = path.parent.relative_to(PACKAGE).as_posix()
+        folders[key] = folders.get(key, 0) + 1
+    crowded = {folder: count for folder, count in folders.items() if count > MAX_MODULES}
+    assert not crowded, f"folders with more than {MAX_MODULES} modules: {crowded}"
 
 
 def test_readme_module_map_names_every_module():

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from attn_explorer.state import io
-from attn_explorer.state.io import ExportError, SessionFileError
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage import session_file as io
+from attn_explorer.state.storage.session_file import ExportError, SessionFileError
 
 DISK_SIZE = "256k"  # room for one small SVG (66 KB) and the files beside it
 
@@ -91,7 +91,7 @@ def test_session_save(tiny_disk):
 
 @pytest.mark.parametrize("fmt", ["png", "svg", "csv", "npz"])
 def test_every_export_format(tiny_disk, fmt, qapp):  # qapp: a QApplication for the painter
-    from attn_explorer.ui.render import export_heatmaps
+    from attn_explorer.render.figure import export_heatmaps
 
     path = tiny_disk / f"heatmap.{fmt}"
     (written,) = export_heatmaps(make_session("worked"), path, stage="scores", width=300)
@@ -125,7 +125,7 @@ def assert_one_line_exit_2(result: subprocess.CompletedProcess) -> None:
 
 @pytest.mark.parametrize("fmt", ["npz", "png"])
 def test_model_export(tiny_disk, tmp_path, fmt):
-    from attn_explorer.models.testing import write_tiny_bert
+    from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
     model = write_tiny_bert(tmp_path / "tiny-bert")
     first = run_cli("--model", model, "--text", "the cat sat", "--out", tiny_disk, "--format", fmt)
@@ -140,8 +140,8 @@ def test_model_export(tiny_disk, tmp_path, fmt):
 
 
 def test_model_export_in_process_raises_oserror_and_keeps_the_file(tiny_disk, tmp_path):
-    from attn_explorer.models.cli import run_model_export
-    from attn_explorer.models.testing import write_tiny_bert
+    from attn_explorer.cli.model_export import run_model_export
+    from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
     model = write_tiny_bert(tmp_path / "tiny-bert")
     (path,) = run_model_export(model, "the cat sat", tiny_disk, "npz")

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_explorer.state.io import SessionFileError, load_session, save_session
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage.session_file import SessionFileError, load_session, save_session
 
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("hostile", HERE / "data" / "hostile" / "__init__.py")

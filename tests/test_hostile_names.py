@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from attn_explorer.state.export import default_filename
+from attn_explorer.render.figure import export_heatmaps
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import Session
-from attn_explorer.ui.render import export_heatmaps
+from attn_explorer.state.storage.export import default_filename
 
 
 def named(name: str) -> Session:

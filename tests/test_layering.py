@@ -50,3 +50,24 @@ def test_probe_would_notice_qt():
     """Not a tautology: a package that imports pyqtgraph is reported."""
     pytest.importorskip("pyqtgraph")
     assert "pyqtgraph" in probe("pyqtgraph.colors")["qt"]
+
+
+def test_import_contracts_hold():
+    """pyproject's [tool.importlinter] contracts: the layer order, no Qt below render, no torch."""
+    pytest.importorskip(
+        "importlinter", reason="import-linter is not installed (pip install -e '.[test]')"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from importlinter.cli import lint_imports_command; lint_imports_command()",
+        ],
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "broken" not in done.stdout.lower().replace("0 broken", "")

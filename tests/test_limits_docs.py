@@ -23,14 +23,14 @@ UNITS = {"MB": 2**20, "s": 1, "px": 1, "characters": 1, "cells": 1, None: 1}
 
 #: What the tables must cover: each of these constants has a row.
 REQUIRED = [
-    "attn_explorer.state.io.MAX_SESSION_BYTES",
+    "attn_explorer.state.storage.session_file.MAX_SESSION_BYTES",
     *(f"attn_explorer.compute.LIMITS.{f.name}" for f in fields(LIMITS)),
     "attn_explorer.compute.MAX_ABS_VALUE",
-    "attn_explorer.state.io.MAX_NAME_CHARS",
-    "attn_explorer.state.io.MAX_TOKEN_CHARS",
+    "attn_explorer.state.storage.session_file.MAX_NAME_CHARS",
+    "attn_explorer.state.storage.session_file.MAX_TOKEN_CHARS",
     "attn_explorer.compute.MAX_PASTE_CELLS",
     *(f"attn_explorer.compute.LOOP_BUDGET.{f.name}" for f in fields(LOOP_BUDGET)),
-    "attn_explorer.state.export.MAX_EXPORT_BYTES",
+    "attn_explorer.state.storage.export.MAX_EXPORT_BYTES",
     "attn_explorer.models.MAX_TEXT_CHARS",
 ]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from attn_explorer import __version__
-from attn_explorer.resources_path import resource
+from attn_explorer.state.storage.resources import resource
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_ID = "io.github.attn_explorer.AttentionExplorer"
@@ -227,8 +227,8 @@ def test_self_test_reports_a_blank_export(qapp, monkeypatch, capsys, tmp_path: P
     """A broken exporter makes the self-test fail with a reason, not pass or crash."""
     from PySide6.QtGui import QColor, QImage
 
-    from attn_explorer.tools import self_test
-    from attn_explorer.ui import render
+    from attn_explorer.cli import self_test
+    from attn_explorer.render import figure as render
 
     def blank_export(session, target, **options):
         image = QImage(200, 100, QImage.Format.Format_RGB32)
@@ -246,8 +246,8 @@ def test_self_test_reports_a_blank_export(qapp, monkeypatch, capsys, tmp_path: P
 def test_screenshots_tool_grabs_the_window(qapp, tmp_path: Path) -> None:
     from PySide6.QtGui import QImage
 
+    from attn_explorer.cli.self_test import private_app_folders
     from attn_explorer.tools import screenshots
-    from attn_explorer.tools.self_test import private_app_folders
 
     with private_app_folders(tmp_path / "scratch"):
         written = screenshots.take(tmp_path, screenshots.SHOTS[:1], report=str)

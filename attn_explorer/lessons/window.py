@@ -1,7 +1,7 @@
 """What a lesson may touch in the window, as typed protocols (Qt-free).
 
 The lesson registry and engine run against any object with these members:
-the real :class:`~attn_explorer.ui.main_window.MainWindow`, or a small fake in a
+the real :class:`~attn_explorer.ui.window.main_window.MainWindow`, or a small fake in a
 test. Nothing below the window's public actions is reachable from a lesson.
 """
 
@@ -11,7 +11,7 @@ from typing import Protocol
 
 from attn_explorer.state.app_state import AppState
 from attn_explorer.state.session import Session
-from attn_explorer.state.stepper import Frame, Stepper
+from attn_explorer.state.views.stepper import Frame, Stepper
 
 
 class StepperControls(Protocol):

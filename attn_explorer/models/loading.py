@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attn_explorer.models.bert import BertModel
-from attn_explorer.models.bert import load_model as load_bert
+from attn_explorer.models.decoder.llama import DecoderModel, load_gguf
+from attn_explorer.models.encoder.bert import BertModel
+from attn_explorer.models.encoder.bert import load_model as load_bert
 from attn_explorer.models.errors import ModelError
-from attn_explorer.models.llama import DecoderModel, load_gguf
 
 AnyModel = BertModel | DecoderModel
 

@@ -7,10 +7,10 @@ and the lessons drive the same objects. Nothing here imports Qt.
 from __future__ import annotations
 
 from attn_explorer.state.document import Document
-from attn_explorer.state.results import Results
+from attn_explorer.state.results.results import Results
 from attn_explorer.state.session import Session
-from attn_explorer.state.stepper import Stepper
-from attn_explorer.state.vectors import VectorsState
+from attn_explorer.state.views.stepper import Stepper
+from attn_explorer.state.views.vectors import VectorsState
 
 
 class AppState:

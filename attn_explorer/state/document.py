@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attn_explorer.state.io import SessionFileError, load_session, save_session
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage.session_file import SessionFileError, load_session, save_session
 from attn_explorer.state.types import UNTITLED, Options, Snapshot
 
 

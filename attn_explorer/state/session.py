@@ -23,7 +23,7 @@ from attn_explorer.compute.validation import check_limits, check_score_elements,
 from attn_explorer.state.events import SessionEvents
 from attn_explorer.state.history import History
 from attn_explorer.state.presets import worked_example
-from attn_explorer.state.results import Results
+from attn_explorer.state.results.results import Results
 from attn_explorer.state.types import (
     MATRICES,
     MATRIX_LETTER,

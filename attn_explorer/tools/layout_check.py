@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from PySide6.QtCore import QRect
     from PySide6.QtWidgets import QWidget
 
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
 VIEWS = ("main", "stepper", "heads", "sweep", "model", "vectors")
 SLACK = 1  # pixels a child may overhang its parent (rounding of fractional layouts)
@@ -310,7 +310,7 @@ def _view_sweep(window: MainWindow) -> None:
 
 
 def _view_model(window: MainWindow) -> None:
-    from attn_explorer.models.testing import tiny_config, write_tiny_bert
+    from attn_explorer.models.testing.tiny_bert import tiny_config, write_tiny_bert
 
     folder = Path(tempfile.mkdtemp(prefix="layout-check-model-"))
     write_tiny_bert(folder, config=tiny_config(num_attention_heads=12, hidden_size=48))
@@ -338,11 +338,11 @@ SETUPS: dict[str, Callable[[MainWindow], None]] = {
 
 def check(folder: Path, views: Sequence[str] = VIEWS) -> dict[str, object]:
     """Open the window per view, save its PNG in ``folder`` and return the problems found."""
-    from attn_explorer.tools.self_test import close_quietly, settle
-    from attn_explorer.ui.app import qt_application
+    from attn_explorer.cli.self_test import close_quietly, settle
+    from attn_explorer.render.qt_app import qt_application
 
     app = qt_application()
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
     folder.mkdir(parents=True, exist_ok=True)
     screen = app.primaryScreen().availableGeometry()
@@ -383,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, help="where to write the PNGs")
     parser.add_argument("--view", action="append", choices=VIEWS, help="check just this view")
     args = parser.parse_args(argv)
-    from attn_explorer.tools.self_test import private_app_folders
+    from attn_explorer.cli.self_test import private_app_folders
 
     with (
         tempfile.TemporaryDirectory(prefix="attn-explorer-layout-") as scratch,

@@ -53,12 +53,12 @@ def take(
     """Save one PNG per shot into ``folder``; returns the paths written."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+    from attn_explorer.cli.self_test import close_quietly, settle
+    from attn_explorer.render.qt_app import qt_application
     from attn_explorer.tools.layout_check import SETUPS
-    from attn_explorer.tools.self_test import close_quietly, settle
-    from attn_explorer.ui.app import qt_application
 
     app = qt_application()
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     shots = [s for s in SHOTS if not args.only or s.filename in args.only]
-    from attn_explorer.tools.self_test import private_app_folders
+    from attn_explorer.cli.self_test import private_app_folders
 
     with (
         tempfile.TemporaryDirectory(prefix="attn-explorer-screenshots-") as scratch,

@@ -29,9 +29,9 @@ FAKE_SWEEP = {
 
 
 def main(folder: Path, suffix: str) -> None:
-    from attn_explorer.models.testing import tiny_config, write_tiny_bert
-    from attn_explorer.tools.self_test import close_quietly, private_app_folders, settle
-    from attn_explorer.ui.app import qt_application
+    from attn_explorer.cli.self_test import close_quietly, private_app_folders, settle
+    from attn_explorer.models.testing.tiny_bert import tiny_config, write_tiny_bert
+    from attn_explorer.render.qt_app import qt_application
 
     scratch = Path(tempfile.mkdtemp(prefix="look-shots-"))
     os.environ["HF_HUB_CACHE"] = str(scratch / "empty-cache")
@@ -42,7 +42,7 @@ def main(folder: Path, suffix: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with private_app_folders(scratch):
         app = qt_application()
-        from attn_explorer.ui.main_window import MainWindow
+        from attn_explorer.ui.window.main_window import MainWindow
 
         area = app.primaryScreen().availableGeometry()
         size = f"{area.width()}x{area.height()}"

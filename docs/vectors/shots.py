@@ -22,9 +22,9 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from attn_explorer.models import load_model
-    from attn_explorer.models.testing import write_tiny_bert
+    from attn_explorer.models.testing.tiny_bert import write_tiny_bert
     from attn_explorer.state import Snapshot
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv)
     window = MainWindow()

@@ -17,9 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from attn_explorer.state.export import MAX_EXPORT_BYTES, export_memory_estimate
-from attn_explorer.state.io import session_json, snapshot_to_dict
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage.export import MAX_EXPORT_BYTES, export_memory_estimate
+from attn_explorer.state.storage.session_file import session_json, snapshot_to_dict
 from attn_explorer.state.types import Options, Snapshot
 
 MB = 2**20

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from attn_explorer.resources_path import resource
+from attn_explorer.state.storage.resources import resource
 
 
 def run(*args, display=False):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from attn_explorer.models.testing import tiny_config, write_tiny_bert
+from attn_explorer.models.testing.tiny_bert import tiny_config, write_tiny_bert
 
 
 def breaks(folder, how: str) -> None:

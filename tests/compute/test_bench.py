@@ -2,7 +2,7 @@
 
 import json
 
-from attn_explorer.tools.bench import Timing, format_tables, round_robin, run_bench
+from attn_explorer.cli.bench import Timing, format_tables, round_robin, run_bench
 
 
 def test_quick_json_has_every_column(capsys):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from attn_explorer.tools.bench import run_bench
-from attn_explorer.tools.bench_report import (
+from attn_explorer.cli.bench import run_bench
+from attn_explorer.cli.bench_report import (
     HIGHER,
     TargetRow,
     compare,

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from attn_explorer.compute import attention
-from attn_explorer.models.safetensors import SafetensorsFile
-from attn_explorer.models.testing import write_tiny_bert
+from attn_explorer.models.formats.safetensors import SafetensorsFile
+from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ differently (float32 rounding, atol 1e-5).
 import numpy as np
 import pytest
 
-import attn_explorer.models.llama as llama
+import attn_explorer.models.decoder.llama as llama
 from attn_explorer.compute import attention
-from attn_explorer.models.llama import (
+from attn_explorer.models.decoder.llama import (
     KVCache,
     apply_rope,
     attend_one_row,
@@ -22,7 +22,7 @@ from attn_explorer.models.llama import (
     rope_tables,
     rotate_halves,
 )
-from attn_explorer.models.testing_gguf import write_tiny_gguf
+from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
 
 @pytest.mark.parametrize(("heads", "kv_heads", "t"), [(9, 3, 1), (9, 3, 37), (4, 2, 5), (4, 4, 8)])
@@ -120,7 +120,7 @@ def test_whole_tensor_dequantization_equals_gguf_bit_for_bit(kind, monkeypatch):
     import gguf
     from gguf.quants import dequantize, quantize
 
-    import attn_explorer.models.dequantize as fast
+    import attn_explorer.models.formats.dequantize as fast
 
     qtype = gguf.GGMLQuantizationType[kind]
     rng = np.random.default_rng(3)

@@ -17,7 +17,7 @@ from attn_explorer.models.session import (
     compute_attention,
     generate_tokens,
 )
-from attn_explorer.models.testing_gguf import write_tiny_gguf
+from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
 
 @pytest.fixture

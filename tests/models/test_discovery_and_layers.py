@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from attn_explorer.models import find_models, is_bert_folder
-from attn_explorer.models.testing import tiny_config, write_tiny_bert
+from attn_explorer.models.testing.tiny_bert import tiny_config, write_tiny_bert
 
 
 def test_hub_cache_snapshots_are_found(tmp_path, monkeypatch):
@@ -38,7 +38,7 @@ def test_is_bert_folder(tmp_path):
 
 def test_models_package_does_not_import_qt():
     code = (
-        "import sys, attn_explorer.models, attn_explorer.models.cli\n"
+        "import sys, attn_explorer.models, attn_explorer.cli.model_export\n"
         "bad = [m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

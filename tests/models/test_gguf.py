@@ -1,7 +1,7 @@
 """GGUF decoders on tiny random files written by gguf.GGUFWriter: both RoPE layouts, GQA,
 the KV cache, the memory budget, the tokenizer and every bad input.
 
-The reference forward below is independent of attn_explorer.models.llama: float64,
+The reference forward below is independent of attn_explorer.models.decoder.llama: float64,
 one head at a time, RoPE applied to the weights *as the file stores them* — adjacent
 pairs (2i, 2i+1) for llama (llama.cpp's "normal" mode), halves (i, i + d/2) for qwen2.
 """
@@ -13,11 +13,11 @@ import sys
 import numpy as np
 import pytest
 
+from attn_explorer.cli.model_export import run_model_export
 from attn_explorer.models import ModelError, TextError, load_model
-from attn_explorer.models.cli import run_model_export
-from attn_explorer.models.decoder_weights import permute_rows, unpermute_rows
-from attn_explorer.models.llama import load_gguf
-from attn_explorer.models.testing_gguf import llama_cpp_permute, write_tiny_gguf
+from attn_explorer.models.decoder.llama import load_gguf
+from attn_explorer.models.decoder.weights import permute_rows, unpermute_rows
+from attn_explorer.models.testing.tiny_gguf import llama_cpp_permute, write_tiny_gguf
 
 
 def reference_forward(tiny, ids):
@@ -96,7 +96,7 @@ def test_the_rope_trap_is_caught_when_the_permutation_is_ignored(tmp_path, monke
     path = tmp_path / "tiny.gguf"
     written = write_tiny_gguf(path, "llama")
     right = load_model(path).attention(" the cat sat on the mat")
-    import attn_explorer.models.decoder_weights as weights_module
+    import attn_explorer.models.decoder.weights as weights_module
 
     monkeypatch.setitem(weights_module.ARCHITECTURES, "llama", (False, False))
     wrong = load_model(path).attention(" the cat sat on the mat")
@@ -387,7 +387,7 @@ def test_our_reader_gives_gguf_readers_metadata_and_tensor_bytes_exactly(tmp_pat
     160 MB for SmolLM2); every metadata value and every tensor's bytes must be equal."""
     import gguf
 
-    from attn_explorer.models.gguf_file import GGUFFile
+    from attn_explorer.models.formats.gguf_file import GGUFFile
 
     if which == "tiny":
         path = tmp_path / "tiny.gguf"

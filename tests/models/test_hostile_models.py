@@ -16,6 +16,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from attn_explorer.cli.model_export import run_model_export
 from attn_explorer.models import (
     MAX_TEXT_CHARS,
     ModelError,
@@ -24,8 +25,7 @@ from attn_explorer.models import (
     load_model,
     save_safetensors,
 )
-from attn_explorer.models.cli import run_model_export
-from attn_explorer.models.testing import tiny_config
+from attn_explorer.models.testing.tiny_bert import tiny_config
 
 
 def write_raw(path, header_text: bytes, data: bytes = b""):
@@ -165,7 +165,7 @@ def test_absurd_sizes_are_refused_before_allocating(tiny_model_dir, override, wo
 
 def test_more_heads_than_the_explorer_shows(tmp_path):
     from attn_explorer.compute import LIMITS
-    from attn_explorer.models.testing import write_tiny_bert
+    from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
     heads = LIMITS.max_heads * 2
     folder = write_tiny_bert(
@@ -224,7 +224,7 @@ def test_model_export_writes_atomically(tiny_model_dir, tmp_path, monkeypatch, f
 
 
 def test_export_name_is_capped(tmp_path):
-    from attn_explorer.models.testing import write_tiny_bert
+    from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
     folder = write_tiny_bert(tmp_path / ("m" * 240))
     (path,) = run_model_export(folder, "the cat", tmp_path / "out", "npz")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attn_explorer.models import erf, gelu, layer_norm
-from attn_explorer.models.layers import gelu_tanh
+from attn_explorer.models.encoder.layers import gelu_tanh
 
 
 def test_erf_float64_is_accurate_to_1e_15():

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attn_explorer.models.llama import load_gguf
+from attn_explorer.models.decoder.llama import load_gguf
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow]
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from attn_explorer.models import expected_shapes, load_model, save_safetensors
-from attn_explorer.models.layers import gelu, layer_norm
-from attn_explorer.models.safetensors import SafetensorsFile
-from attn_explorer.models.testing import tiny_config, write_tiny_bert
+from attn_explorer.models.encoder.layers import gelu, layer_norm
+from attn_explorer.models.formats.safetensors import SafetensorsFile
+from attn_explorer.models.testing.tiny_bert import tiny_config, write_tiny_bert
 
 
 def test_attention_shapes_and_float32(tiny_model):

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 
 from attn_explorer.models import load_model
-from attn_explorer.models.llama import DecoderModel
-from attn_explorer.models.rope import (
+from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.decoder.rope import (
     head_position_curve,
     rotate,
     score_by_distance,
     unrotate,
 )
-from attn_explorer.models.testing_gguf import write_tiny_gguf
+from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
 THETA = 100_000.0  # SmolLM2's base
 

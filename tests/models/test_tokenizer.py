@@ -3,7 +3,7 @@
 import pytest
 
 from attn_explorer.models import TokenizerConfig, WordPieceTokenizer
-from attn_explorer.models.testing import TINY_VOCAB
+from attn_explorer.models.testing.tiny_bert import TINY_VOCAB
 
 
 @pytest.fixture

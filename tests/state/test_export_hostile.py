@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import pytest
 
-from attn_explorer.state import io
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage import session_file as io
 
 
 def test_surrogates_that_reach_a_session_another_way_never_break_a_save(tmp_path):

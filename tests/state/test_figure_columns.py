@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from attn_explorer.state.figure import best_columns
+from attn_explorer.state.views.figure import best_columns
 
 MIN_HEAD_PX, TITLE_PX = 48, 18  # what the explorer's heatmaps pass
 

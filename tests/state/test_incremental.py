@@ -13,9 +13,9 @@ import pytest
 
 from attn_explorer.compute import STAGES, STRATEGIES, attention
 from attn_explorer.state import Session, Snapshot
-from attn_explorer.state import results as results_module
-from attn_explorer.state.preview import make_preview
-from attn_explorer.state.results import Results
+from attn_explorer.state.results import results as results_module
+from attn_explorer.state.results.preview import make_preview
+from attn_explorer.state.results.results import Results
 
 TIGHT = {"float64": 1e-12, "float32": 2e-6}
 

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attn_explorer.colormaps import COLORMAPS
 from attn_explorer.compute import GRANULARITIES, MAX_ABS_VALUE, STAGES, STRATEGIES
-from attn_explorer.resources_path import resource
-from attn_explorer.state import io
-from attn_explorer.state.io import SessionFileError
 from attn_explorer.state.presets import preset, random_preset
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage import session_file as io
+from attn_explorer.state.storage.resources import resource
+from attn_explorer.state.storage.session_file import SessionFileError
 from attn_explorer.state.types import MATRICES, Options
+from attn_explorer.state.views.colormaps import COLORMAPS
 
 
 def make_session(name="worked", **options):
@@ -334,7 +334,7 @@ def test_examples_are_listed_and_load():
 
 @pytest.mark.parametrize("file", list(io.EXAMPLE_FILES))
 def test_shipped_examples_match_their_presets(file):
-    """Regenerate with: python -m attn_explorer.state.io"""
+    """Regenerate with: python -m attn_explorer.state.storage.session_file"""
     shipped = resource("examples", file).read_text(encoding="utf-8")
     assert shipped == io.example_text(file)
 
@@ -386,7 +386,7 @@ def test_stage_output_without_values_is_an_export_error(monkeypatch):
 
 
 def test_io_does_not_import_qt():
-    code = "import sys, attn_explorer.state.io; print('PySide6' in sys.modules)"
+    code = "import sys, attn_explorer.state.storage.session_file; print('PySide6' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 
 from attn_explorer.compute import MAX_ABS_VALUE
-from attn_explorer.state import io
-from attn_explorer.state.files import STALE_TEMP_SECONDS, write_atomic
-from attn_explorer.state.io import (
+from attn_explorer.state.presets import preset
+from attn_explorer.state.session import Session
+from attn_explorer.state.storage import session_file as io
+from attn_explorer.state.storage.safe_files import STALE_TEMP_SECONDS, write_atomic
+from attn_explorer.state.storage.session_file import (
     MAX_NAME_CHARS,
     MAX_SESSION_BYTES,
     MAX_TOKEN_CHARS,
     SessionFileError,
 )
-from attn_explorer.state.presets import preset
-from attn_explorer.state.session import Session
 
 
 def worked_dict() -> dict:
@@ -336,7 +336,7 @@ def test_a_save_killed_with_sigkill_leaves_a_temp_file_the_next_save_removes(tmp
     target.write_bytes(b"old contents")
     code = (
         "import sys, time\n"
-        "from attn_explorer.state.files import write_atomic_with\n"
+        "from attn_explorer.state.storage.safe_files import write_atomic_with\n"
         "def slow(stream):\n"
         "    stream.write(b'x' * 8 * 2**20); stream.flush()\n"
         "    print('writing', flush=True); time.sleep(60)\n"

@@ -841,7 +841,7 @@ def test_results_agreement_and_provenance(session):
 
 def test_results_use_the_loop_only_within_its_budget(session, monkeypatch):
     from attn_explorer.compute import LoopBudget
-    from attn_explorer.state.results import Results
+    from attn_explorer.state.results.results import Results
 
     session.set_option("strategy", "loop")
     assert session.results.request().used == "loop"

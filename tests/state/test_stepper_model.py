@@ -6,8 +6,8 @@ import pytest
 from attn_explorer.compute import LoopTrace
 from attn_explorer.state import Session, preset
 from attn_explorer.state.presets import random_preset
-from attn_explorer.state.stepper import Frame, Stepper, prediction_is_right
-from attn_explorer.state.stepper_text import code_lines, frame_locals, summary_text
+from attn_explorer.state.views.stepper import Frame, Stepper, prediction_is_right
+from attn_explorer.state.views.stepper_text import code_lines, frame_locals, summary_text
 
 
 def make(name="worked", **options):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from attn_explorer.state import Session, preset
-from attn_explorer.state.stepper import Stepper
-from attn_explorer.state.vectors import PROJECTION_NOTE, VectorsState, dot_text
+from attn_explorer.state.views.stepper import Stepper
+from attn_explorer.state.views.vectors import PROJECTION_NOTE, VectorsState, dot_text
 
 
 def make(name: str = "worked") -> tuple[Session, VectorsState]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.ui.window.main_window import MainWindow
 
 
 def make_window(qtbot) -> MainWindow:

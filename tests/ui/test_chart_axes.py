@@ -10,7 +10,7 @@ from PySide6.QtGui import QImage, QPainter
 
 from attn_explorer.state import Session
 from attn_explorer.state.formatting import format_seconds
-from attn_explorer.ui.timing_panel import (
+from attn_explorer.ui.timing.timing_panel import (
     BARS_PLACEHOLDER,
     SWEEP_PLACEHOLDER,
     TimingPanel,

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from attn_explorer.state.io import list_examples
-from attn_explorer.ui.dialogs import export_heatmap
-from attn_explorer.ui.files import autosave_path, recent_files
-from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.state.storage.session_file import list_examples
+from attn_explorer.ui.window.dialogs import export_heatmap
+from attn_explorer.ui.window.file_commands import autosave_path, recent_files
+from attn_explorer.ui.window.main_window import MainWindow
 
 
 def test_save_then_open_restores_numbers_and_options(window, tmp_path):
@@ -121,8 +121,8 @@ def test_huge_session_skips_autosave_with_a_note(window):
 
 def test_starting_on_a_file_keeps_unsaved_work_from_a_crash(qtbot, window, tmp_path):
     """attn-explorer FILE (a double-click) after a crash: the crash's edits are kept, not lost."""
-    from attn_explorer.state.io import load_session, save_session
     from attn_explorer.state.session import Session
+    from attn_explorer.state.storage.session_file import load_session, save_session
 
     window.session.set_cell("query", 1, 1, 7.5)
     window.files.write_autosave().join(5)

@@ -27,9 +27,9 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication, QLabel
 
 from attn_explorer.compute import MAX_ABS_VALUE
-from attn_explorer.ui import matrix_table
-from attn_explorer.ui.files import autosave_path
-from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.ui.explorer import matrix_table
+from attn_explorer.ui.window.file_commands import autosave_path
+from attn_explorer.ui.window.main_window import MainWindow
 
 TESTS = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location(
@@ -48,7 +48,7 @@ OPEN_CHILD = textwrap.dedent(
     import json, os, resource, sys, time
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QMessageBox
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
     app = QApplication([])
     window = MainWindow()
@@ -87,7 +87,7 @@ OPEN_CHILD = textwrap.dedent(
         if os.path.isdir(path):
             # A file dialog walks into a folder instead of returning it; a folder can only
             # arrive through File > Open Recent (the file became a folder since).
-            from attn_explorer.ui.settings import settings
+            from attn_explorer.ui.common.settings import settings
             settings().setValue("recent", [path])
             window.menus["Open Recent"].aboutToShow.emit()
             window.menus["Open Recent"].actions()[0].trigger()
@@ -209,7 +209,7 @@ def test_the_real_start_with_a_fifo_autosave_shows_a_window(tmp_path):
         """
         from PySide6.QtCore import QTimer
         from PySide6.QtWidgets import QApplication
-        from attn_explorer.ui.app import run_app
+        from attn_explorer.ui.window.launch import run_app
 
         app = QApplication([])
         def report():
@@ -329,7 +329,7 @@ def test_a_lone_surrogate_in_a_token_never_stops_a_save_or_the_autosave(qtbot, w
 
 
 def test_a_worker_that_finishes_after_its_window_closed_says_nothing(qtbot, capfd):
-    from attn_explorer.ui.workers import LatestRunner
+    from attn_explorer.ui.common.workers import LatestRunner
 
     release, started = threading.Event(), threading.Event()
     runner = LatestRunner()

@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 
 from attn_explorer.models import discovery, install
 from attn_explorer.models.install import INSTALLABLE, failure_message
-from attn_explorer.models.testing_gguf import write_tiny_gguf
-from attn_explorer.ui.model_view import SAMPLE_SENTENCE, ModelView
+from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
+from attn_explorer.ui.model.model_view import SAMPLE_SENTENCE, ModelView
 
 SMOLLM2, MINILM = INSTALLABLE
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

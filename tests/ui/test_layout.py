@@ -74,7 +74,7 @@ def test_the_checker_finds_a_widget_cut_off_by_its_parent(qtbot):
 
 def test_the_checker_sees_a_plot_larger_than_its_view(qtbot):
     """A heatmap grid squeezed into a tiny view reports its cut-off colour bar."""
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
     window = MainWindow(defer_plots=False)
     qtbot.addWidget(window)

@@ -8,9 +8,9 @@ from PySide6.QtGui import QColor, QImage
 
 from attn_explorer.lessons.engine import RESTORED_NOTE, Lesson, LessonRunner, Step, load_lessons
 from attn_explorer.lessons.registry import HIGHLIGHT_TARGETS
-from attn_explorer.ui import palette
-from attn_explorer.ui.lessons_panel import SHORTCUT
-from attn_explorer.ui.settings import settings
+from attn_explorer.ui.common import palette
+from attn_explorer.ui.common.settings import settings
+from attn_explorer.ui.lessons.lessons_panel import SHORTCUT
 
 S = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
 LESSONS = load_lessons()

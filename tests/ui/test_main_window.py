@@ -7,10 +7,10 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
-from attn_explorer.colormaps import lut
 from attn_explorer.compute import STRATEGIES
-from attn_explorer.ui.main_window import MainWindow
-from attn_explorer.ui.workers import LatestRunner
+from attn_explorer.state.views.colormaps import lut
+from attn_explorer.ui.common.workers import LatestRunner
+from attn_explorer.ui.window.main_window import MainWindow
 
 S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]
 

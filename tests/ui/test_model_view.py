@@ -8,9 +8,9 @@ from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QFontMetrics
 
 from attn_explorer.models import load_model
-from attn_explorer.models.testing import write_tiny_bert
-from attn_explorer.ui.model_grid import CELL_GAP_PX, HEAD_LABEL_PX
-from attn_explorer.ui.model_view import ModelView
+from attn_explorer.models.testing.tiny_bert import write_tiny_bert
+from attn_explorer.ui.model.model_grid import CELL_GAP_PX, HEAD_LABEL_PX
+from attn_explorer.ui.model.model_view import ModelView
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_an_answer_to_a_request_no_longer_current_is_dropped(qtbot, view, tiny_d
 @pytest.fixture
 def twelve_dir(tmp_path):
     """12 layers × 12 heads, as a real BERT-base has."""
-    from attn_explorer.models.testing import tiny_config
+    from attn_explorer.models.testing.tiny_bert import tiny_config
 
     config = tiny_config(
         num_hidden_layers=12, num_attention_heads=12, hidden_size=48, max_position_embeddings=64
@@ -249,7 +249,7 @@ def test_token_labels_are_thinned_never_overlapping(qtbot, view, twelve_dir):
 
 
 def test_colours_come_from_colormaps(qtbot, view, tiny_dir):
-    from attn_explorer.colormaps import lut
+    from attn_explorer.state.views.colormaps import lut
 
     view.set_model_folder(tiny_dir)
     view.set_sentence("the cat sat")
@@ -302,7 +302,7 @@ def test_the_dock_can_be_narrow(view):
 @pytest.fixture
 def minilm_dir(tmp_path):
     """6 layers × 12 heads, as all-MiniLM-L6-v2 has."""
-    from attn_explorer.models.testing import tiny_config
+    from attn_explorer.models.testing.tiny_bert import tiny_config
 
     config = tiny_config(num_hidden_layers=6, num_attention_heads=12, hidden_size=24)
     return write_tiny_bert(tmp_path / "minilm-like", config=config)

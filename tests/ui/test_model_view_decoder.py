@@ -7,9 +7,9 @@ import pytest
 from PySide6.QtCore import Qt
 
 from attn_explorer.models import discovery
-from attn_explorer.models.llama import DecoderModel
-from attn_explorer.ui.model_grid import GROUP_BAND_PX, HEAD_LABEL_PX
-from attn_explorer.ui.model_view import ModelView
+from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.ui.model.model_grid import GROUP_BAND_PX, HEAD_LABEL_PX
+from attn_explorer.ui.model.model_view import ModelView
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_stop_keeps_what_was_written_and_frees_the_window(qtbot, view, tiny_gguf
 
 
 def test_generate_with_an_encoder_says_it_reads_only(qtbot, view, tmp_path):
-    from attn_explorer.models.testing import write_tiny_bert
+    from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
     show_decoder(qtbot, view, write_tiny_bert(tmp_path / "bert"))
     qtbot.mouseClick(view.generation.generate_button, Qt.MouseButton.LeftButton)

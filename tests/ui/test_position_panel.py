@@ -5,10 +5,10 @@ import pytest
 from PySide6.QtCore import Qt
 
 from attn_explorer.models import discovery
-from attn_explorer.models.testing import write_tiny_bert
-from attn_explorer.models.testing_gguf import write_tiny_gguf
-from attn_explorer.ui.model_view import ModelView
-from attn_explorer.ui.position_panel import BERT_MESSAGE
+from attn_explorer.models.testing.tiny_bert import write_tiny_bert
+from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
+from attn_explorer.ui.model.model_view import ModelView
+from attn_explorer.ui.model.position_panel import BERT_MESSAGE
 
 
 @pytest.fixture

@@ -9,16 +9,16 @@ import pytest
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
-from attn_explorer.colormaps import lut, stage_range, to_rgb
-from attn_explorer.state import io
-from attn_explorer.state.export import default_filename
-from attn_explorer.state.figure import build_figure
-from attn_explorer.state.io import ExportError
+from attn_explorer.render import figure as render
+from attn_explorer.render.figure import export_heatmaps, layout_figure
 from attn_explorer.state.presets import preset, random_preset
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage import session_file as io
+from attn_explorer.state.storage.export import default_filename
+from attn_explorer.state.storage.session_file import ExportError
 from attn_explorer.state.types import MATRICES
-from attn_explorer.ui import render
-from attn_explorer.ui.render import export_heatmaps, layout_figure
+from attn_explorer.state.views.colormaps import lut, stage_range, to_rgb
+from attn_explorer.state.views.figure import build_figure
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """Where the window opens: from the screen's free area, never off its edge."""
 
-from attn_explorer.ui import screen_fit
-from attn_explorer.ui.screen_fit import default_geometry, fits, minimum_size
+from attn_explorer.ui.common import screen_fit
+from attn_explorer.ui.common.screen_fit import default_geometry, fits, minimum_size
 
 
 def test_a_corrupt_saved_frame_is_ignored(qapp):
@@ -34,7 +34,7 @@ def test_a_saved_window_fits_only_inside_the_free_area_and_above_the_minimum():
 
 
 def test_the_window_opens_inside_the_test_screen(qtbot):
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
     window = MainWindow(defer_plots=False)
     qtbot.addWidget(window)
@@ -50,7 +50,7 @@ def test_the_window_opens_inside_the_test_screen(qtbot):
 def test_a_size_saved_on_a_bigger_screen_is_not_restored(qtbot):
     from PySide6.QtCore import QRect
 
-    from attn_explorer.ui.main_window import MainWindow
+    from attn_explorer.ui.window.main_window import MainWindow
 
     first = MainWindow(defer_plots=False)
     qtbot.addWidget(first)
@@ -63,7 +63,7 @@ def test_a_size_saved_on_a_bigger_screen_is_not_restored(qtbot):
     assert (second.width(), second.height()) == (1800, 1050)  # fits this screen: kept
 
     first.save_settings()
-    from attn_explorer.ui.settings import settings
+    from attn_explorer.ui.common.settings import settings
 
     settings().setValue("frame", [600, 400, 1900, 1070])  # saved on a bigger screen
     settings().sync()

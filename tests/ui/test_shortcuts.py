@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from attn_explorer.ui.actions import shortcut_rows
+from attn_explorer.ui.window.actions import shortcut_rows
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -17,24 +17,24 @@ import numpy as np
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QImage
 
-from attn_explorer.colormaps import stage_range, to_rgb
-from attn_explorer.ui.heatmap_preview import HeatmapPreview, preview_figure
-from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.state.views.colormaps import stage_range, to_rgb
+from attn_explorer.ui.explorer.heatmap_preview import HeatmapPreview, preview_figure
+from attn_explorer.ui.window.main_window import MainWindow
 
 #: The app's own start (``attn-explorer`` → cli.main → run_app) in a fresh interpreter:
 #: what is loaded when the window first paints, and what the window holds then and once
 #: its interactive heatmaps are built.
 START = """
 import json, sys
-import attn_explorer.ui.app as app_module
-from attn_explorer.cli import main
+import attn_explorer.ui.window.launch as app_module
+from attn_explorer.cli.main import main
 
 real_qt_application = app_module.qt_application
 seen = {}
 
 def loaded():
     heavy = ("pyqtgraph", "numpy.random", "multiprocessing", "attn_explorer.lessons.engine",
-             "attn_explorer.ui.heatmaps", "attn_explorer.ui.timing_panel")
+             "attn_explorer.ui.explorer.heatmaps", "attn_explorer.ui.timing.timing_panel")
     return sorted(m for m in heavy if m in sys.modules)
 
 def state(window):

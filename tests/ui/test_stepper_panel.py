@@ -8,9 +8,9 @@ from PySide6.QtWidgets import QToolButton
 
 from attn_explorer.compute import LoopTrace
 from attn_explorer.state import Session, preset
-from attn_explorer.state.stepper import Stepper
-from attn_explorer.ui.stepper_panel import StepperPanel
-from attn_explorer.ui.stepper_widgets import save_widget_png
+from attn_explorer.state.views.stepper import Stepper
+from attn_explorer.ui.stepper.stepper_panel import StepperPanel
+from attn_explorer.ui.stepper.stepper_widgets import save_widget_png
 
 
 @pytest.fixture
@@ -314,7 +314,7 @@ def test_default_export_saves_a_png(make_panel, tmp_path, monkeypatch):
     panel = make_panel()
     path = tmp_path / "frame.png"
     monkeypatch.setattr(
-        "attn_explorer.ui.stepper_panel.QFileDialog.getSaveFileName",
+        "attn_explorer.ui.stepper.stepper_panel.QFileDialog.getSaveFileName",
         lambda *args, **kwargs: (str(path), "PNG image (*.png)"),
     )
     panel.step_forward()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_explorer.models.testing import write_tiny_bert
+from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
 
 def test_take_head_loads_real_q_k_v_and_undo_restores(qtbot, window, tmp_path):

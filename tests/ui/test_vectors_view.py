@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from attn_explorer.state.app_state import AppState
-from attn_explorer.ui.vectors_view import VectorsView
+from attn_explorer.ui.vectors.vectors_view import VectorsView
 
 
 def test_export_writes_png_and_svg(qtbot, tmp_path):

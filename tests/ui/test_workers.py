@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from attn_explorer.ui.workers import LatestRunner
+from attn_explorer.ui.common.workers import LatestRunner
 
 
 def test_jobs_superseded_before_a_thread_is_free_never_start(qtbot):

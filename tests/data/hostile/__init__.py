@@ -40,7 +40,7 @@ def expected_outcome(path: Path) -> str:
 
 def special_files(folder: Path) -> list[Path]:
     """Create, in ``folder``, every special file a session path must be refused for."""
-    from attn_explorer.state.io import MAX_SESSION_BYTES
+    from attn_explorer.state.storage.session_file import MAX_SESSION_BYTES
 
     made: list[Path] = []
     if hasattr(os, "mkfifo"):

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.compute import attention
-from attn_explorer.ui.actions import plain
-from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.ui.window.actions import plain
+from attn_explorer.ui.window.main_window import MainWindow
 
 
 class DialogNotShown(AssertionError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import Qt
 
-from attn_explorer.models.testing_gguf import write_tiny_gguf
+from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
 CTRL = Qt.KeyboardModifier.ControlModifier
 

@@ -15,8 +15,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QComboBox, QLineEdit
 
 from attn_explorer.state import preset
-from attn_explorer.ui.files import autosave_path
-from attn_explorer.ui.main_window import MainWindow
+from attn_explorer.ui.window.file_commands import autosave_path
+from attn_explorer.ui.window.main_window import MainWindow
 
 pytestmark = pytest.mark.journey
 
@@ -127,7 +127,7 @@ def test_undo_and_redo_while_stepping(user):
 
 # -- defect 2: Save never overwrites a file with unrelated data -----------------------------------
 def test_a_model_head_is_untitled_and_save_asks_where(user, tmp_path):
-    from attn_explorer.models.testing import write_tiny_bert
+    from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
     folder = tmp_path / "tiny-bert"
     write_tiny_bert(folder)
@@ -314,8 +314,8 @@ def test_heads_are_numbered_from_one_in_the_window_and_the_exported_file(user, t
 
     image = QImage(str(written))
     assert not image.isNull() and "Exported" in user.status()
-    from attn_explorer.state.export import default_filename
-    from attn_explorer.state.figure import build_figure
+    from attn_explorer.state.storage.export import default_filename
+    from attn_explorer.state.views.figure import build_figure
 
     assert default_filename(user.window.session, "weights", 1, "png").endswith("-weights-head2.png")
     assert [p.title for p in build_figure(user.window.session, "weights", [1]).panels] == ["head 2"]

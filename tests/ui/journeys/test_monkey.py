@@ -257,7 +257,7 @@ class WindowMonkey(RuleBasedStateMachine):
 
 
 def test_random_user_actions_keep_the_window_consistent(user, qtbot, tmp_path):
-    from attn_explorer.models.testing import write_tiny_bert
+    from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
     folder = tmp_path / "tiny-bert"
     write_tiny_bert(folder)

@@ -1,0 +1,159 @@
+"""Command line: launch the window, or run a headless sub-command.
+
+    attn-explorer [SESSION.json]        open the window (on a saved session)
+    attn-explorer --self-test           open offscreen, render, export, check, exit
+    attn-explorer scores ...            print S = Q Kᵀ for every strategy, with timing
+    attn-explorer export ...            write heatmap images / CSV / NPZ without a window
+    attn-explorer bench ...             print the strategy timing table
+
+User errors print one line on stderr and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from attn_explorer import __version__
+
+SUBCOMMANDS = {
+    "scores": "print S = Q Kᵀ for every strategy, with timing",
+    "export": "write heatmaps (PNG/SVG), CSV or NPZ from a session, example or model",
+    "bench": "print the strategy timing table (loop / matmul / batched / einsum)",
+}
+
+
+class UserError(Exception):
+    """A mistake in what the user asked for: shown as one line, exit status 2."""
+
+
+def _main_parser() -> argparse.ArgumentParser:
+    epilog = "sub-commands:\n" + "\n".join(
+        f"  {name:<8} {text}" for name, text in SUBCOMMANDS.items()
+    )
+    epilog += "\n\nrun 'attn-explorer SUB-COMMAND --help' for a sub-command's options."
+    parser = argparse.ArgumentParser(
+        prog="attn-explorer",
+        description="Attention Explorer: see, step through and time multi-head attention.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"attn-explorer {__version__}")
+    parser.add_argument("session", nargs="?", help="a session file (.json) to open")
+    parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="open the window offscreen, render the worked example, export a PNG, check it, exit",
+    )
+    return parser
+
+
+def _scores_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attn-explorer scores",
+        description="Print S = Q Kᵀ computed by each strategy, with the time each took.",
+    )
+    parser.add_argument(
+        "--example",
+        choices=["worked", "exercise"],
+        help="the seed article's worked example (Q = K) or its exercise (adds k4 = (2, 0))",
+    )
+    parser.add_argument("--query", help='query matrix as JSON, e.g. "[[1,0],[0,1]]"')
+    parser.add_argument("--key", help="key matrix as JSON (defaults to the query)")
+    parser.add_argument(
+        "--strategy",
+        action="append",
+        choices=["loop", "matmul", "batched"],
+        help="strategy to run (repeatable; default all three)",
+    )
+    return parser
+
+
+def _parse_matrix(name: str, text: str) -> list[list[float]]:
+    try:
+        # An integer of 5 000 digits raised a bare ValueError from int(): keep it a float.
+        value = json.loads(text, parse_int=lambda digits: float(digits))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--{name}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise UserError(f"--{name}: not valid JSON (nested too deeply)") from None
+    return value
+
+
+def run_scores(argv: Sequence[str]) -> int:
+    """The ``scores`` sub-command."""
+    import numpy as np
+
+    from attn_explorer.compute import STRATEGIES, attention_scores, time_strategies
+    from attn_explorer.state.presets import WORKED_QK, preset
+
+    args = _scores_parser().parse_args(argv)
+    if args.example and (args.query or args.key):
+        raise UserError("give either --example or --query/--key, not both")
+    if args.example == "exercise":  # the preset's keys, and the worked example's three queries
+        query, key = WORKED_QK, preset("exercise").snapshot.key[0, 0].tolist()
+    elif args.query:
+        query = _parse_matrix("query", args.query)
+        key = _parse_matrix("key", args.key) if args.key else query
+    elif args.key:
+        raise UserError("--key needs --query")
+    else:
+        query = key = WORKED_QK
+    strategies = args.strategy or list(STRATEGIES)
+    try:
+        q = np.asarray(query)  # not dtype=float64: true and "1" would pass as numbers;
+        k = np.asarray(key)  # the compute layer refuses them by name
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"query/key: expected rectangular lists of numbers ({exc})") from None
+    try:
+        timings = time_strategies(q, k, strategies, repeats=3, min_seconds=0.005)
+        for name in strategies:
+            scores = attention_scores(q, k, name)
+            t = timings[name]
+            print(f"{name} ({t.median * 1e6:.1f} µs median of {t.repeats}):")
+            print("S = " + json.dumps(_plain(scores.tolist())))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return 0
+
+
+def _plain(value: object) -> object:
+    """Floats that are whole numbers print as integers (S = [[1, 0, 1], ...])."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return int(value)
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``attn-explorer`` and ``python -m attn_explorer``."""
+    if getattr(sys, "frozen", False):  # only a bundle needs it; the import costs ~6 ms
+        import multiprocessing
+
+        multiprocessing.freeze_support()  # a frozen bundle's timing child processes start here
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args_list and args_list[0] == "scores":
+            return run_scores(args_list[1:])
+        if args_list and args_list[0] == "export":
+            from attn_explorer.cli.export import run_export
+
+            return run_export(args_list[1:])
+        if args_list and args_list[0] == "bench":
+            from attn_explorer.cli.bench import run_bench
+
+            return run_bench(args_list[1:])
+        args = _main_parser().parse_args(args_list)
+        if args.self_test:
+            from attn_explorer.cli.self_test import run_self_test
+
+            return run_self_test()
+        from attn_explorer.ui.window.launch import run_app
+
+        return run_app(args.session)
+    except UserError as exc:
+        print(f"attn-explorer: error: {exc}", file=sys.stderr)
+        return 2

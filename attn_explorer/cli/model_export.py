@@ -1,0 +1,142 @@
+"""Headless export of a real model's attention: the work behind ``attn-explorer export --model``.
+
+``run_model_export(folder, text, out_dir, fmt)`` loads the model, runs the sentence
+and writes ``out_dir/<name>.npz`` (every array plus ``tokens``) or
+``out_dir/<name>.png`` (the model view: a layers × heads montage of attention
+heatmaps, a :class:`~attn_explorer.state.views.figure.Figure` painted by the same
+:mod:`attn_explorer.render.figure` as every heatmap export). Qt is imported only inside
+the PNG path, so this module and the rest of ``attn_explorer.models`` stay free of Qt.
+Both are written atomically (``state.files.write_atomic``): a failed write, on a
+full disk say, leaves the previous file as it was.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attn_explorer.models.encoder.bert import ModelAttention
+from attn_explorer.models.errors import check_text
+from attn_explorer.models.loading import load_model
+from attn_explorer.models.session import shown_values
+from attn_explorer.state.storage.export import DEFAULT_WIDTH
+from attn_explorer.state.storage.safe_files import write_atomic, write_atomic_with
+from attn_explorer.state.views.figure import Figure, Panel
+
+FORMATS = ("npz", "png")
+
+#: Longest file stem of an export (file systems allow 255 bytes per name).
+MAX_EXPORT_STEM = 100
+
+
+def export_name(result: ModelAttention) -> str:
+    """File stem for an export: the model's name made safe for a file system, and short."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", result.model_name)[:MAX_EXPORT_STEM]
+    return stem.strip("._") or "model"
+
+
+def write_npz(result: ModelAttention, path: Path, text: str, text_pair: str | None) -> Path:
+    """Every array of ``result`` plus ``tokens`` and the summaries, as an uncompressed .npz.
+
+    Streamed into a temporary file next to ``path`` and renamed over it.
+    """
+    summaries = result.summaries()
+    arrays: dict[str, ArrayLike] = {
+        "tokens": np.array(result.tokens, dtype=str),
+        "input_ids": result.input_ids,
+        "token_type_ids": result.token_type_ids,
+        "query": result.query,
+        "key": result.key,
+        "value": result.value,
+        "scores": result.scores,
+        "weights": result.weights,
+        "hidden_states": result.hidden_states,
+        "last_hidden_state": result.last_hidden_state,
+        "entropy": summaries.entropy,
+        "cls": summaries.cls,
+        "sep": summaries.sep,
+        "previous": summaries.previous,
+        "scale": np.float32(result.scale),
+        "truncated": np.bool_(result.truncated),
+        "model_name": np.array(result.model_name),
+        "text": np.array(text),
+        "text_pair": np.array(text_pair or ""),
+    }
+    if result.logits is not None:  # a decoder: its next-token scores and shared heads
+        arrays["logits"] = result.logits
+    if result.kv_heads is not None:
+        arrays["kv_heads"] = result.kv_heads
+    return write_atomic_with(path, lambda stream: np.savez(stream, allow_pickle=False, **arrays))
+
+
+def montage_figure(result: ModelAttention, values: str = "weights") -> Figure:
+    """The model view as a figure: rows of panels = layers, columns = heads, one heatmap each.
+
+    Each heatmap has rows = query token i and columns = key token j; ``values`` is
+    ``"weights"`` (viridis, 0 → 1) or ``"scores"`` (raw Q·Kᵀ, diverging about 0 over
+    the range of every head). Painted by :func:`attn_explorer.render.figure.render_png`,
+    like every exported heatmap.
+    """
+    shown = shown_values(result, scores=values == "scores")  # the model view's colours
+    low, high = shown.levels
+    n_layers, n_heads = shown.values.shape[:2]
+    panels = [
+        Panel("", np.asarray(shown.values[layer, head], dtype=np.float64), low, high)
+        for layer in range(n_layers)
+        for head in range(n_heads)
+    ]
+    tokens = " ".join(result.tokens)
+    return Figure(
+        title=f"{result.model_name} · {shown.label} · rows = query i, columns = key j",
+        stage="weights" if values == "weights" else "scores",
+        colormap=shown.colormap,
+        row_labels=list(result.tokens),
+        col_labels=list(result.tokens),
+        x_label="key j",
+        panels=panels,
+        shared_scale=True,
+        columns=n_heads,
+        token_labels=False,
+        row_titles=tuple(f"layer {layer + 1}" for layer in range(n_layers)),
+        column_titles=tuple(f"head {head + 1}" for head in range(n_heads)),
+        subtitle=("[truncated] " if result.truncated else "") + tokens,
+    )
+
+
+def run_model_export(
+    folder: str | Path,
+    text: str,
+    out_dir: str | Path,
+    fmt: str,
+    text_pair: str | None = None,
+    *,
+    strategy: str = "batched",
+    values: str = "weights",
+    width: int = DEFAULT_WIDTH,
+) -> list[Path]:
+    """Run ``text`` (and ``text_pair``) through the model in ``folder`` and write ``fmt`` files.
+
+    ``fmt`` is ``"npz"`` (arrays + tokens) or ``"png"`` (the model view; ``values``
+    chooses weights or raw scores). Returns the paths written. Raises ``ModelError``
+    for a bad folder, ``TextError`` for bad text (both ``ValueError``), ``ValueError``
+    for an unknown format and ``OSError`` when a file cannot be written (the
+    previous file is then unchanged).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format: {fmt!r} is not one of {', '.join(FORMATS)} for a model export.")
+    if values not in ("weights", "scores"):
+        raise ValueError(f"values: {values!r}; choose 'weights' or 'scores'.")
+    check_text("text", text)  # before the model is loaded
+    check_text("text_pair", text_pair, optional=True)
+    result = load_model(folder).attention(text, text_pair, strategy=strategy)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{export_name(result)}.{fmt}"
+    if fmt == "npz":
+        return [write_npz(result, path, text, text_pair)]
+    from attn_explorer.render.figure import render_png  # Qt only on the PNG path
+
+    return [write_atomic(path, render_png(montage_figure(result, values), width))]

@@ -1,0 +1,177 @@
+"""A GGUF model's byte-level BPE tokenizer, built with Hugging Face ``tokenizers``.
+
+A GGUF carries no ``tokenizer.json``: it stores the vocabulary
+(``tokenizer.ggml.tokens``), the merges, each token's type and the name of the
+pre-tokenizer (``tokenizer.ggml.pre``). We build the same tokenizer transformers
+builds from them (a BPE model, byte-level pre-tokenizer and decoder, control
+tokens added as special tokens so ``<|im_start|>`` stays whole) — with one
+deliberate difference: where llama.cpp first splits every digit on its own
+(``smollm``, ``starcoder`` and friends, as the models were trained), so do we;
+transformers' GGUF loader skips that split.
+
+``readable(id)`` is a token as a person reads it: its bytes decoded (``Ġ`` shown
+as a space, ``Ċ`` as a newline); a piece of a multi-byte character shows its bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from attn_explorer.models.errors import ModelError
+from attn_explorer.models.formats.gguf_file import GGUFFile
+
+#: ``tokenizer.ggml.token_type`` values (llama.cpp's llama_token_type).
+CONTROL, USER_DEFINED = 3, 4
+
+_LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+#: ``tokenizer.ggml.pre`` -> the regex that splits text before byte-level BPE (as llama.cpp).
+SPLITS = {
+    "llama3": _LLAMA3_SPLIT,
+    "llama-v3": _LLAMA3_SPLIT,
+    "llama-bpe": _LLAMA3_SPLIT,
+    "smaug-bpe": _LLAMA3_SPLIT,
+    "qwen2": _QWEN2_SPLIT,
+    "deepseek-r1-qwen": _QWEN2_SPLIT,
+}
+#: Pre-tokenizers that split each digit off before the GPT-2 regex (llama.cpp's ``\p{N}``).
+DIGIT_SPLIT = ("smollm", "starcoder", "refact", "codeshell", "command-r", "exaone")
+
+
+@cache
+def byte_alphabet() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (byte 32, a space, is 'Ġ')."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    table = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+@dataclass(frozen=True)
+class TokenizedText:
+    """Ids and readable tokens of one text."""
+
+    ids: list[int]
+    tokens: list[str]
+
+
+class GGUFTokenizer:
+    """Byte-level BPE from a GGUF's own vocabulary and merges (``tokenizers`` does the work)."""
+
+    def __init__(
+        self,
+        tokens: list[str],
+        merges: list[str],
+        token_types: list[int],
+        pre: str = "",
+        bos_id: int | None = None,
+        eos_id: int | None = None,
+        add_bos: bool = False,
+    ) -> None:
+        from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers
+        from tokenizers.models import BPE
+
+        alphabet = byte_alphabet()
+        letters = set(alphabet.values())
+        spelled = [
+            t if set(t) <= letters else "".join(alphabet[b] for b in t.encode("utf-8"))
+            for t in tokens
+        ]
+        vocab = {token: index for index, token in enumerate(spelled)}
+        pairs = [tuple(m.split(" ", 1)) for m in merges]
+        model = BPE(vocab=vocab, merges=pairs, fuse_unk=False)  # type: ignore[arg-type]  # stub: list[tuple[str, str]]
+        self._tokenizer = Tokenizer(model)
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=pre not in SPLITS)
+        if pre in SPLITS:
+            split = pre_tokenizers.Split(Regex(SPLITS[pre]), behavior="isolated")
+            self._tokenizer.pre_tokenizer = pre_tokenizers.Sequence([split, byte_level])
+        elif pre in DIGIT_SPLIT:
+            digits = pre_tokenizers.Split(Regex(r"\p{N}"), behavior="isolated")
+            self._tokenizer.pre_tokenizer = pre_tokenizers.Sequence([digits, byte_level])
+        else:
+            self._tokenizer.pre_tokenizer = byte_level
+        self._tokenizer.decoder = decoders.ByteLevel()
+        kinds = list(token_types) + [1] * (len(tokens) - len(token_types))
+        control = [
+            AddedToken(t, normalized=False, special=True)
+            for t, kind in zip(tokens, kinds, strict=True)
+            if kind == CONTROL and set(t) <= letters
+        ]
+        self._tokenizer.add_special_tokens(control)
+        user = [
+            AddedToken(t, normalized=False, special=False)
+            for t, kind in zip(tokens, kinds, strict=True)
+            if kind == USER_DEFINED and t in vocab
+        ]
+        self._tokenizer.add_tokens(user)
+        self.vocab_size = len(tokens)
+        self.id_to_token = tokens
+        self.control_ids = frozenset(i for i, kind in enumerate(kinds) if kind == CONTROL)
+        self.bos_id, self.eos_id, self.add_bos = bos_id, eos_id, add_bos
+        self._readable = {b: chr(b) for b in range(256)}
+        self._byte_of = {c: b for b, c in alphabet.items()}
+
+    @classmethod
+    def from_gguf(cls, file: GGUFFile) -> GGUFTokenizer:
+        """The tokenizer a GGUF describes; ModelError if it is not byte-level BPE."""
+        kind = file.get("tokenizer.ggml.model")
+        if kind != "gpt2":
+            raise ModelError(
+                f"{file.path}: tokenizer.ggml.model is {kind!r}; only byte-level BPE ('gpt2', "
+                "as in SmolLM2, Llama 3 and Qwen2) is supported."
+            )
+        tokens = file.get("tokenizer.ggml.tokens") or []
+        merges = file.get("tokenizer.ggml.merges") or []
+        types = file.get("tokenizer.ggml.token_type") or []
+        if not tokens or not merges:
+            raise ModelError(f"{file.path}: the tokenizer's vocabulary or merges are missing.")
+        return cls(
+            tokens,
+            merges,
+            types,
+            pre=str(file.get("tokenizer.ggml.pre", "")),
+            bos_id=file.get("tokenizer.ggml.bos_token_id"),
+            eos_id=file.get("tokenizer.ggml.eos_token_id"),
+            add_bos=bool(file.get("tokenizer.ggml.add_bos_token", False)),
+        )
+
+    def token_id(self, token: str) -> int | None:
+        """The id of a token spelled as in the vocabulary, or None."""
+        return self._tokenizer.token_to_id(token)
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``; control tokens written in it (``<|im_start|>``) stay whole."""
+        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        if self.add_bos and self.bos_id is not None:
+            ids = [self.bos_id, *ids]
+        return ids
+
+    def decode(self, ids: list[int], skip_special: bool = False) -> str:
+        """Text of ``ids`` (bytes joined, then decoded as UTF-8)."""
+        return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special)
+
+    def readable(self, token_id: int) -> str:
+        """One token as a person reads it: 'Ġcat' -> ' cat'; a partial character as bytes."""
+        piece = self.id_to_token[token_id]
+        if token_id in self.control_ids or not all(c in self._byte_of for c in piece):
+            return piece
+        raw = bytes(self._byte_of[c] for c in piece)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "".join(f"<{b:02X}>" for b in raw)
+
+    def tokenize(self, text: str) -> TokenizedText:
+        ids = self.encode(text)
+        return TokenizedText(ids, [self.readable(i) for i in ids])

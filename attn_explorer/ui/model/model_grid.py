@@ -1,0 +1,385 @@
+"""The Model dock's drawing pieces: a token axis, a heatmap item, and the layers × heads grid.
+
+Private to :mod:`attn_explorer.ui.model.model_view`: a token axis that thins its labels
+so none overlap, a heatmap image that reports clicks and hovers, and a scrolling
+grid of square thumbnails whose "layer n" / "head n" labels stay in view. For a
+decoder whose query heads share key/value heads, a colour band under the "head n"
+labels brackets each group: "KV 1" spans the query heads that read KV head 1.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph.GraphicsScene.mouseEvents import HoverEvent, MouseClickEvent
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QScrollArea,
+    QWidget,
+)
+
+from attn_explorer.models.session import Head
+from attn_explorer.state.views.colormaps import lut
+
+#: Thumbnail side in pixels: cells grow to fill the grid's area within these bounds; when
+#: even the smallest do not fit, the grid scrolls.
+MIN_CELL_PX, MAX_CELL_PX = 14, 160
+#: Gap between thumbnails, the width of the "layer n" column and the height of the
+#: "head n" row, in pixels.
+CELL_GAP_PX, ROW_LABEL_PX, HEAD_LABEL_PX = 4, 56, 30
+#: Height of the "KV n" band under the head labels (only when query heads share keys).
+GROUP_BAND_PX = 18
+#: The bands' colours, alternating so neighbouring groups stay apart (light, text readable).
+GROUP_RGB = ((214, 230, 245), (250, 224, 196), (216, 238, 210), (236, 218, 240))
+#: Below this cell width the column label breaks into "head" over "n", in a smaller font.
+ONE_LINE_HEAD_PX = 56
+#: Longer tokens are cut on the enlarged head's axes (the hover read-out has them whole).
+MAX_TOKEN_CHARS = 14
+#: Plot text on the white plot background, and the frame of the selected thumbnail.
+TEXT_RGB = (40, 40, 40)
+SELECTION_PEN = pg.mkPen((0, 0, 0), width=3)
+
+
+def color_map(name: str) -> pg.ColorMap:
+    """The :mod:`attn_explorer.state.views.colormaps` table ``name`` as a pyqtgraph ColorMap."""
+    table = lut(name)  # (256, 3) uint8
+    return pg.ColorMap(np.linspace(0.0, 1.0, len(table)), table)
+
+
+def _short(token: str) -> str:
+    return token if len(token) <= MAX_TOKEN_CHARS else token[: MAX_TOKEN_CHARS - 1] + "…"
+
+
+TextSpec = tuple[QRectF, object, str]  # (rectangle, alignment flags, text), as pyqtgraph draws
+
+
+class TokenAxis(pg.AxisItem):
+    """Token names at cell centres, thinned at draw time so that no two labels overlap.
+
+    Every token stays in the tick list; only every k-th label is drawn, k the smallest
+    step at which neighbours clear each other. The bottom axis writes its labels upright
+    (reading upwards), so a long token costs height rather than hiding its neighbours.
+    """
+
+    GAP_PX = 3
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self._upright = orientation == "bottom"
+        self.setTextPen(TEXT_RGB)
+        self.setPen(TEXT_RGB)
+
+    def set_tokens(self, tokens: list[str]) -> None:
+        """Tick every token (cell centres i + 0.5); long tokens are cut to ``MAX_TOKEN_CHARS``."""
+        self.setTicks([[(i + 0.5, _short(token)) for i, token in enumerate(tokens)]])
+        if self._upright:  # as tall as the longest label, plus tick and axis title
+            metrics = QFontMetrics(self.style["tickFont"] or self.font())
+            longest = max((metrics.horizontalAdvance(_short(t)) for t in tokens), default=0)
+            title = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
+            self.setHeight(int(longest + self._text_offset() + title + 2))
+
+    def _text_offset(self) -> int:
+        return max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
+
+    def generateDrawSpecs(self, p: QPainter) -> tuple[object, list, list[TextSpec]] | None:
+        specs = super().generateDrawSpecs(p)
+        if specs is None:
+            return None
+        axis_spec, tick_specs, text_specs = specs
+        if self._upright:
+            text_specs = self._upright_specs(p)
+        return axis_spec, tick_specs, self._thin(text_specs)
+
+    def _upright_specs(self, p: QPainter) -> list[TextSpec]:
+        # Where pyqtgraph puts a bottom tick: value v at x = v * scale - offset (its
+        # generateDrawSpecs), but every label is kept, even one wider than its cell.
+        if not self._tickLevels or self.range[1] == self.range[0]:
+            return []
+        bounds = self.mapRectFromParent(self.geometry())
+        scale = bounds.width() / (self.range[1] - self.range[0])
+        low, high = sorted(v * scale - self.range[0] * scale for v in self.range)
+        top = bounds.top() + self._text_offset()
+        metrics = p.fontMetrics()
+        specs: list[TextSpec] = []
+        for value, text in self._tickLevels[0]:
+            x = value * scale - self.range[0] * scale
+            if low <= x <= high:
+                width, height = metrics.horizontalAdvance(text), metrics.height()
+                specs.append((QRectF(x - height / 2, top, height, width), None, text))
+        return specs
+
+    def _thin(self, specs: list[TextSpec]) -> list[TextSpec]:
+        if len(specs) < 2:
+            return specs
+        along_x = self.orientation in ("bottom", "top")
+        centres = [r.center().x() if along_x else r.center().y() for r, _, _ in specs]
+        extent = max(r.width() if along_x else r.height() for r, _, _ in specs)
+        pitch = min(abs(b - a) for a, b in itertools.pairwise(centres)) or 1.0
+        step = max(1, math.ceil((extent + self.GAP_PX) / pitch))
+        return specs[::step]
+
+    def drawPicture(
+        self, p: QPainter, axisSpec: object, tickSpecs: list, textSpecs: list[TextSpec]
+    ) -> None:
+        if not self._upright:
+            super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+            return
+        super().drawPicture(p, axisSpec, tickSpecs, [])
+        p.setPen(self.textPen())
+        flags = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        for rect, _, text in textSpecs:
+            p.save()
+            p.translate(rect.center().x(), rect.top())
+            p.rotate(-90)  # local +x points up the screen: each label ends at the axis
+            p.drawText(QRectF(-rect.height(), -rect.width() / 2, rect.height(), rect.width()),
+                       flags, text)  # fmt: skip
+            p.restore()
+
+
+class HeatmapItem(pg.ImageItem):
+    """An attention heatmap that reports a left click and the hovered (query i, key j).
+
+    ``head`` is the (layer, head) it shows, or None for the enlarged head, whose
+    (layer, head) is whatever is selected.
+    """
+
+    def __init__(
+        self,
+        head: Head | None,
+        clicked: Callable[[Head], None],
+        hovered: Callable[[Head | None, tuple[int, int] | None], None],
+    ) -> None:
+        super().__init__(axisOrder="row-major")  # image[i, j]: row = query i, column = key j
+        self.head = head
+        self._clicked, self._hovered = clicked, hovered
+        self.setAcceptHoverEvents(True)
+
+    def mouseClickEvent(self, ev: MouseClickEvent) -> None:
+        if ev.button() == Qt.MouseButton.LeftButton and self.head is not None:
+            ev.accept()
+            self._clicked(self.head)
+
+    def hoverEvent(self, ev: HoverEvent) -> None:
+        if ev.isExit() or self.image is None:
+            self._hovered(self.head, None)
+            return
+        pos = ev.pos()
+        self._hovered(self.head, (int(np.floor(pos.y())), int(np.floor(pos.x()))))
+
+
+class GridHeader(QWidget):
+    """The "head n" row or the "layer n" column of the thumbnail grid: it stays in view.
+
+    Painted in the scroll area's margin and shifted with the thumbnails as they scroll;
+    the selected head's row and column are bold.
+    """
+
+    def __init__(self, grid: ThumbnailGrid, columns: bool) -> None:
+        super().__init__(grid)
+        self._grid, self._columns = grid, columns
+
+    def texts(self) -> list[str]:
+        """The labels, from 1: "head n" (over two lines in narrow cells) or "layer n"."""
+        grid = self._grid
+        if grid.shape is None:
+            return []
+        if not self._columns:
+            return [f"layer {layer + 1}" for layer in range(grid.shape[0])]
+        gap = " " if grid.cell >= ONE_LINE_HEAD_PX else "\n"
+        return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
+
+    def label_font(self) -> QFont:
+        """The widget's font; in narrow columns smaller, so that "head" fits its cell."""
+        font = QFont(self.font())
+        if not self._columns or self._grid.cell >= ONE_LINE_HEAD_PX:
+            return font
+        font.setPointSizeF(font.pointSizeF() * 0.85)
+        room = self._grid.cell + CELL_GAP_PX - 2
+        while font.pointSizeF() > 5 and QFontMetrics(font).horizontalAdvance("head") > room:
+            font.setPointSizeF(font.pointSizeF() - 0.5)
+        return font
+
+    def groups(self) -> list[tuple[int, int, str]]:
+        """The "KV n" bands: (first head, last head, text) per shared key/value head."""
+        kv_heads = self._grid.kv_heads
+        if not self._columns or kv_heads is None:
+            return []
+        bands = []
+        for kv in range(int(kv_heads.max()) + 1):
+            members = np.flatnonzero(kv_heads == kv)
+            bands.append((int(members[0]), int(members[-1]), f"KV {kv + 1}"))
+        return bands
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        grid = self._grid
+        p = QPainter(self)
+        p.fillRect(self.rect(), QColor("white"))
+        cell, pitch = grid.cell, grid.cell + CELL_GAP_PX
+        band = GROUP_BAND_PX if self.groups() else 0
+        for index, (first, last, text) in enumerate(self.groups()):
+            left = grid.canvas.pos().x() + first * pitch
+            rect = QRectF(left, self.height() - band, (last - first) * pitch + cell, band - 2)
+            p.fillRect(rect, QColor(*GROUP_RGB[index % len(GROUP_RGB)]))
+            p.setPen(QColor(*TEXT_RGB))
+            room = QFontMetrics(self.font()).horizontalAdvance(text) <= rect.width()
+            p.drawText(rect, int(Qt.AlignmentFlag.AlignCenter), text if room else text[3:])
+        p.setPen(QColor(*TEXT_RGB))
+        origin = grid.canvas.pos()  # in the viewport: moves as the grid scrolls
+        selected = grid.selected[1] if self._columns else grid.selected[0]
+        font = self.label_font()
+        for index, text in enumerate(self.texts()):
+            font.setBold(index == selected)
+            p.setFont(font)
+            if self._columns:
+                rect = QRectF(origin.x() + index * pitch - 2, 0, cell + 4,
+                              self.height() - band - 2)  # fmt: skip
+                align = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom
+            else:
+                rect = QRectF(0, origin.y() + index * pitch, self.width() - 6, cell)
+                align = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+            p.drawText(rect, int(align), text)
+        p.end()
+
+
+class ThumbnailGrid(QScrollArea):
+    """Layers × heads thumbnails, square, in rows "layer n" and columns "head n".
+
+    The cells grow to fill the visible area (between ``MIN_CELL_PX`` and
+    ``MAX_CELL_PX``); when even the smallest cells do not fit, the grid scrolls under
+    its row and column labels, which stay in view.
+    """
+
+    def __init__(
+        self,
+        clicked: Callable[[Head], None],
+        hovered: Callable[[Head | None, tuple[int, int] | None], None],
+    ) -> None:
+        super().__init__()
+        self._clicked, self._hovered = clicked, hovered
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.canvas.ci.layout.setContentsMargins(0, 0, 0, 0)
+        self.canvas.ci.layout.setSpacing(CELL_GAP_PX)
+        self.setWidget(self.canvas)
+        self.setWidgetResizable(False)
+        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)  # by its labels
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setStyleSheet("QScrollArea { background: white; }")  # one surface with the canvas
+        self.setViewportMargins(ROW_LABEL_PX, HEAD_LABEL_PX, 0, 0)
+        self.setMinimumSize(2 * MIN_CELL_PX + ROW_LABEL_PX, 2 * MIN_CELL_PX + HEAD_LABEL_PX)
+        self._head_header = GridHeader(self, columns=True)
+        self._layer_header = GridHeader(self, columns=False)
+        for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
+            bar.valueChanged.connect(self._update_headers)
+        self.thumbnails: dict[Head, tuple[pg.ViewBox, HeatmapItem]] = {}
+        self.shape: tuple[int, int] | None = None
+        self.selected: Head = (0, 0)
+        self.cell = MIN_CELL_PX
+        self.kv_heads: np.ndarray | None = None  # (H,): the KV head each query head reads
+
+    @property
+    def header_height(self) -> int:
+        """The column labels' height: "head n", plus the "KV n" band when heads share."""
+        return HEAD_LABEL_PX + (GROUP_BAND_PX if self.kv_heads is not None else 0)
+
+    def set_groups(self, kv_heads: np.ndarray | None) -> None:
+        """Bracket the query heads that share a key/value head (None: no bands)."""
+        shared = kv_heads is not None and len(np.unique(kv_heads)) < len(kv_heads)
+        self.kv_heads = np.asarray(kv_heads) if shared else None
+        self.setViewportMargins(ROW_LABEL_PX, self.header_height, 0, 0)
+        self._place_headers()
+        self._fit()
+
+    def build(self, n_layers: int, n_heads: int) -> None:
+        """One thumbnail per (layer, head); nothing is rebuilt when the shape is the same."""
+        if (n_layers, n_heads) == self.shape:
+            return
+        self.canvas.clear()
+        self.thumbnails.clear()  # in place: the view's tests read this dict
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                box = self.canvas.addViewBox(row=layer, col=head)
+                box.invertY(True)
+                box.setMouseEnabled(False, False)
+                box.setMenuEnabled(False)
+                item = HeatmapItem((layer, head), self._clicked, self._hovered)
+                box.addItem(item)
+                self.thumbnails[(layer, head)] = (box, item)
+        self.shape = (n_layers, n_heads)
+        self._fit()
+
+    def set_images(
+        self, values: np.ndarray, levels: tuple[float, float], table: np.ndarray
+    ) -> None:
+        """Show ``values`` (L, H, T, T) on the colour scale ``levels`` through ``table``."""
+        for (layer, head), (box, item) in self.thumbnails.items():
+            item.setImage(values[layer, head], levels=levels, lut=table, autoLevels=False)
+            box.setRange(xRange=(0, values.shape[-1]), yRange=(0, values.shape[-2]), padding=0)
+
+    def set_selected(self, selected: Head) -> None:
+        """Frame the thumbnail of ``selected`` (layer, head), embolden its labels, show it."""
+        self.selected = selected
+        for where, (box, _) in self.thumbnails.items():
+            box.setBorder(SELECTION_PEN if where == selected else None)
+        layer, head = selected
+        pitch = self.cell + CELL_GAP_PX
+        half = self.cell // 2
+        self.ensureVisible(head * pitch + half, layer * pitch + half, half + 2, half + 2)
+        self._update_headers()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._place_headers()
+        self._fit()
+
+    def _place_headers(self) -> None:
+        area, top = self.viewport().geometry(), self.header_height
+        self._head_header.setGeometry(area.left(), area.top() - top, area.width(), top)
+        self._layer_header.setGeometry(area.left() - ROW_LABEL_PX, area.top(),
+                                       ROW_LABEL_PX, area.height())  # fmt: skip
+
+    def _update_headers(self, *_: object) -> None:
+        self._head_header.update()
+        self._layer_header.update()
+
+    def cell_for(self, width: int, height: int) -> int:
+        """The side of the cells in a grid of ``width`` × ``height`` pixels, labels included.
+
+        As large as fits both ways, between ``MIN_CELL_PX`` and ``MAX_CELL_PX``; the
+        smallest cells scroll when even they do not fit.
+        """
+        if self.shape is None:
+            return MIN_CELL_PX
+        n_layers, n_heads = self.shape
+        frame = 2 * self.frameWidth()
+        across = (width - frame - ROW_LABEL_PX + CELL_GAP_PX) / n_heads - CELL_GAP_PX
+        down = (height - frame - self.header_height + CELL_GAP_PX) / n_layers - CELL_GAP_PX
+        return int(min(max(min(across, down), MIN_CELL_PX), MAX_CELL_PX))
+
+    def size_for(self, cell: int) -> QSize:
+        """The grid's size, labels included, that cells of side ``cell`` fill exactly."""
+        n_layers, n_heads = self.shape or (1, 1)
+        frame = 2 * self.frameWidth()
+        pitch = cell + CELL_GAP_PX
+        return QSize(
+            frame + ROW_LABEL_PX + n_heads * pitch - CELL_GAP_PX,
+            frame + self.header_height + n_layers * pitch - CELL_GAP_PX,
+        )
+
+    def _fit(self) -> None:
+        if self.shape is None:
+            return
+        n_layers, n_heads = self.shape
+        self.cell = cell = self.cell_for(self.width(), self.height())
+        for box, _ in self.thumbnails.values():
+            box.setFixedWidth(cell)
+            box.setFixedHeight(cell)
+        pitch = cell + CELL_GAP_PX
+        self.canvas.setFixedSize(n_heads * pitch - CELL_GAP_PX, n_layers * pitch - CELL_GAP_PX)
+        self._update_headers()

@@ -1,0 +1,615 @@
+"""The "Model" dock: a real model's attention (BERT or a GGUF decoder), head by head.
+
+A thin view over :class:`attn_explorer.models.session.ModelSession`. Pick a model
+(found in the Hugging Face cache, LM Studio's folder or a model package, or opened
+from a folder or a ``.gguf`` file), type a sentence (and, for BERT, optionally a
+second one); after a pause in typing the request runs in a
+:class:`~attn_explorer.ui.common.workers.LatestRunner` (newest request wins). The view then
+shows a layers × heads grid of square thumbnails (rows = query i, columns = key j), an
+enlarged heatmap of the selected head with the tokens on its axes, a summaries table,
+and a button that hands the selected head to the explorer through ``headTaken``. For
+a decoder the grid brackets the query heads that share a key/value head, a line says
+how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continuation and a
+"Positions" tab (:mod:`.position_panel`) plots how RoPE turns a head's q·k with distance.
+Before the first result a placeholder says what to do; errors go to the status line.
+
+One job at ~610 lines: the dock's controls and their wiring to the session; its
+drawing pieces (token axis, heatmap item, thumbnail grid) are in :mod:`.model_grid`,
+the generation tab in :mod:`.generation_panel`, the positions tab in
+:mod:`.position_panel`, the install offer (no model found) in :mod:`.install_panel`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, QSignalBlocker, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from attn_explorer.compute import STRATEGIES
+from attn_explorer.models import SUMMARY_NAMES, ModelAttention, find_models
+from attn_explorer.models.discovery import SMOLLM2_INSTALL
+from attn_explorer.models.install import Installable, forget_import_caches
+from attn_explorer.models.session import Head, ModelSession, head_name
+from attn_explorer.state.views.colormaps import lut
+from attn_explorer.ui.common.workers import LatestRunner
+from attn_explorer.ui.model.generation_panel import GenerationPanel
+from attn_explorer.ui.model.install_panel import InstallPanel
+from attn_explorer.ui.model.model_grid import (
+    TEXT_RGB,
+    HeatmapItem,
+    ThumbnailGrid,
+    TokenAxis,
+    color_map,
+)
+from attn_explorer.ui.model.position_panel import PositionPanel
+
+#: Pause after the last key stroke (or pick) before the model runs: typing never queues
+#: stale work.
+DEBOUNCE_MS = 300
+#: Typed for the user when a model was just installed and the sentence is empty.
+SAMPLE_SENTENCE = "The cat sat on the mat because it was tired."
+#: How long ``shutdown`` waits for a forward pass that is already running.
+SHUTDOWN_WAIT_S = 5.0
+#: The enlarged head's least size (pixels) before any tokens; long tokens widen it.
+DETAIL_MIN_PX = (200, 180)
+PLACEHOLDER = (
+    "<p><b>No attention to show yet.</b></p>"
+    "<ol><li>Choose a model above, or <i>Open…</i> a BERT folder or a .gguf file</li>"
+    "<li>Type a sentence (for BERT, if you like, a second one).</li></ol>"
+    "<p>A grid of every layer × head appears here. Click a head to enlarge it "
+    "and read its tokens; hover a cell for its value.</p>"
+)
+
+
+class ModelView(QWidget):
+    """The model view: picker, sentence, layers × heads grid, enlarged head, summaries.
+
+    ``headTaken`` carries the selected head as a dict: ``tokens`` (list[str]),
+    ``query``/``key``/``value`` ((T, d_head) float64), ``layer``, ``head``, ``model_name``.
+    """
+
+    headTaken = Signal(dict)
+    resultChanged = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = ModelSession()
+        self._runner = LatestRunner(self)
+        self._job_done: threading.Event | None = None  # set when the newest job has returned
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(DEBOUNCE_MS)
+        self._color_maps = {name: color_map(name) for name in ("sequential", "diverging")}
+        self._build_inputs()
+        self._build_views()
+        self._build_layout()
+        self.refresh_models()  # before _connect: a model found at start waits for a sentence
+        self._connect()
+
+    # -- building ------------------------------------------------------------------------
+
+    def _build_inputs(self) -> None:
+        self.model_combo = QComboBox()
+        self.model_combo.setMinimumContentsLength(4)
+        self.model_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model_combo.setPlaceholderText("Choose a model")  # no label: a narrow dock fits
+        self.model_combo.setToolTip("The model whose attention is shown")
+        self.open_button = QPushButton("Open…")
+        self.open_button.setToolTip(
+            "Open a BERT model folder (config.json, vocab.txt, weights) or a .gguf decoder file"
+        )
+        open_menu = QMenu(self.open_button)
+        open_menu.addAction("Model folder…", self.choose_folder)
+        open_menu.addAction("GGUF model file…", self.choose_file)
+        self.open_button.setMenu(open_menu)
+        self.sentence_edit = QLineEdit()
+        self.sentence_edit.setPlaceholderText("Type a sentence, e.g. The cat sat on the mat.")
+        self.sharing_label = QLabel("")
+        self.sharing_label.setWordWrap(True)
+        self.sharing_label.setVisible(False)
+        self.pair_edit = QLineEdit()
+        self.pair_edit.setPlaceholderText("Second sentence (optional)")
+        self.strategy_combo = QComboBox()
+        self.strategy_combo.addItems(list(STRATEGIES))
+        self.strategy_combo.setCurrentText(self.session.strategy)
+        self.scores_check = QCheckBox("Raw Q·Kᵀ")
+        self.scores_check.setToolTip(
+            "Colour the raw scores Q·Kᵀ (before the 1/√d scale) on a blue–white–red scale "
+            "centred at 0, instead of the softmax weights (0 → 1)."
+        )
+        self.status_label = QLabel("Choose a model and type a sentence.")
+        self.status_label.setWordWrap(True)
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)  # messages quote user text
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+    def _build_views(self) -> None:
+        self.placeholder = QLabel(PLACEHOLDER)
+        self.placeholder.setTextFormat(Qt.TextFormat.RichText)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setMargin(24)
+        self.installer = InstallPanel()
+        self.installer.setVisible(False)  # shown when no model is found
+
+        self.grid = ThumbnailGrid(self._on_head_clicked, self._on_heatmap_hovered)
+
+        left, bottom = TokenAxis("left"), TokenAxis("bottom")
+        self.detail = pg.PlotWidget(axisItems={"left": left, "bottom": bottom})
+        self.detail.setBackground("w")
+        self.detail.setMinimumSize(*DETAIL_MIN_PX)  # token axes and colour bar stay whole
+        self._detail_plot = self.detail.getPlotItem()
+        self._detail_plot.setMenuEnabled(False)
+        self._detail_plot.hideButtons()
+        box = self._detail_plot.getViewBox()
+        box.invertY(True)  # query i = 1 at the top, as in a matrix
+        box.setMouseEnabled(False, False)
+        left.setLabel("query i")
+        bottom.setLabel("key j")
+        self._detail_image = HeatmapItem(None, self._on_head_clicked, self._on_heatmap_hovered)
+        self._detail_plot.addItem(self._detail_image)
+        self._colorbar = pg.ColorBarItem(
+            values=(0, 1),
+            colorMap=self._color_maps["sequential"],
+            interactive=False,
+            colorMapMenu=False,
+            width=14,  # a slim bar: the dock is narrow, and its numbers matter more
+        )
+        self._colorbar.setImageItem(self._detail_image, insert_in=self._detail_plot)
+        self._colorbar.axis.setTextPen(TEXT_RGB)
+        self._colorbar.axis.setPen(TEXT_RGB)
+        self.hover_label = QLabel(" ")
+        self.hover_label.setTextFormat(Qt.TextFormat.PlainText)  # tokens are text, never HTML
+        self.hover_label.setWordWrap(True)
+        self.hover_label.setMinimumHeight(2 * self.fontMetrics().lineSpacing())
+        self.hover_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.take_button = QPushButton("Take into explorer")
+        self.take_button.setToolTip("Take this head's tokens and Q, K, V into the explorer")
+        self.take_button.setEnabled(False)
+
+        self.summary_combo = QComboBox()
+        self.summary_combo.setMinimumContentsLength(8)  # long names elide in a narrow dock
+        self.summary_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        for key, label in SUMMARY_NAMES.items():
+            self.summary_combo.addItem(label, key)
+        self.summary_table = QTableWidget()
+        self.summary_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.summary_table.setMinimumHeight(60)
+        self.generation = GenerationPanel(self.session)
+        self.positions = PositionPanel(self.session)
+
+    def _build_layout(self) -> None:
+        picker = QHBoxLayout()
+        picker.addWidget(self.model_combo, 1)
+        picker.addWidget(self.open_button)
+        text_row = QHBoxLayout()
+        text_row.addWidget(self.sentence_edit, 2)
+        text_row.addWidget(self.pair_edit, 1)
+        options = QHBoxLayout()
+        options.addWidget(QLabel("Strategy:"))
+        options.addWidget(self.strategy_combo)
+        options.addWidget(self.scores_check)
+        options.addStretch(1)
+
+        head_panel = QWidget()
+        head_layout = QVBoxLayout(head_panel)
+        head_layout.setContentsMargins(0, 0, 0, 0)
+        head_layout.addWidget(self.detail, 1)
+        under_head = QHBoxLayout()
+        under_head.addWidget(self.hover_label, 1)
+        under_head.addWidget(self.take_button, 0, Qt.AlignmentFlag.AlignTop)
+        head_layout.addLayout(under_head)
+        summary_panel = QWidget()
+        summary_layout = QVBoxLayout(summary_panel)
+        summary_layout.setContentsMargins(0, 4, 0, 0)
+        summary_row = QHBoxLayout()
+        summary_row.addWidget(QLabel("Show:"))
+        summary_row.addWidget(self.summary_combo, 1)
+        summary_layout.addLayout(summary_row)
+        summary_layout.addWidget(self.summary_table, 1)
+        # The enlarged head and the summaries share one pane: each gets all of its room
+        # (a table squeezed under the heads showed one row).
+        self.lower_tabs = QTabWidget()
+        self.lower_tabs.addTab(head_panel, "Selected head")
+        self.lower_tabs.addTab(summary_panel, "Summary per head")
+        self.lower_tabs.addTab(self.generation, "Generate")
+        self.lower_tabs.addTab(self.positions, "Positions")
+        self.lower_tabs.setDocumentMode(True)
+        # The grid above the tabs, or beside them when that gives bigger cells (_arrange).
+        self._heads = heads = QSplitter(Qt.Orientation.Vertical)
+        heads.setChildrenCollapsible(False)
+        heads.addWidget(self.grid)
+        heads.addWidget(self.lower_tabs)
+        heads.setStretchFactor(0, 0)  # the grid keeps the size that fits its cells
+        heads.setStretchFactor(1, 1)
+        heads.splitterMoved.connect(self._on_split_dragged)
+        heads.installEventFilter(self)  # re-arrange when its room changes
+        self._split_by_user = False
+
+        self._pages = QStackedWidget()
+        start_page = QWidget()
+        start_layout = QVBoxLayout(start_page)
+        start_layout.setContentsMargins(0, 0, 0, 0)
+        start_layout.addWidget(self.placeholder, 1)
+        start_layout.addWidget(self.installer)
+        self._pages.addWidget(start_page)
+        heads_page = QWidget()
+        heads_layout = QVBoxLayout(heads_page)
+        heads_layout.setContentsMargins(0, 0, 0, 0)
+        heads_layout.addWidget(self.sharing_label)
+        heads_layout.addWidget(heads, 1)
+        self._pages.addWidget(heads_page)
+        self._pages.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)  # every pixel counts in a side dock
+        layout.addLayout(picker)
+        layout.addLayout(text_row)
+        layout.addLayout(options)
+        layout.addWidget(self.status_label)
+        layout.addWidget(self._pages, 1)
+
+    def _connect(self) -> None:
+        events = self.session.events
+        events.request.connect(self._debounce.start)  # restarts: the newest input wins
+        events.result.connect(self._on_result)
+        events.selection.connect(self._on_selection)
+        events.values.connect(self._refresh_images)
+        events.message.connect(self._show_status)
+        self._debounce.timeout.connect(self.compute_now)
+        self._runner.finished.connect(self.session.accept)
+        self._runner.failed.connect(lambda message: self._show_status(message, "error"))
+
+        self.open_button.clicked.connect(self.choose_folder)
+        self.model_combo.currentIndexChanged.connect(self._on_model_changed)
+        self.sentence_edit.textChanged.connect(self.session.set_text)
+        self.pair_edit.textChanged.connect(self.session.set_pair)
+        self.strategy_combo.currentTextChanged.connect(self.session.set_strategy)
+        self.scores_check.toggled.connect(self.session.set_show_scores)
+        self.summary_combo.currentIndexChanged.connect(self._refresh_summaries)
+        self.summary_table.cellClicked.connect(self._on_summary_clicked)
+        self.take_button.clicked.connect(self.take_head)
+        self.generation.started.connect(lambda: self.lower_tabs.setCurrentWidget(self.generation))
+        self.installer.installed.connect(self._on_installed)
+
+    # -- what the window and the tests read ----------------------------------------------
+
+    @property
+    def result(self) -> ModelAttention | None:
+        """The newest computed attention, or None."""
+        return self.session.result
+
+    @property
+    def selected_head(self) -> Head:
+        """(layer, head) shown enlarged and taken by the button."""
+        return self.session.selected_head
+
+    @property
+    def busy(self) -> bool:
+        """True while a request waits for its debounce or its worker, or a generation runs."""
+        return self._debounce.isActive() or self._runner.is_busy() or self.generation.busy
+
+    @property
+    def _thumbnails(self) -> dict[Head, tuple[pg.ViewBox, HeatmapItem]]:
+        return self.grid.thumbnails
+
+    def current_folder(self) -> str | None:
+        """The folder of the chosen model, or None."""
+        data = self.model_combo.currentData()
+        return str(data) if data else None
+
+    # -- what the user (or a test acting for one) does -----------------------------------
+
+    def refresh_models(self) -> None:
+        """List the models found in the hub cache and in model packages."""
+        try:
+            found = find_models()
+        except OSError as exc:
+            self._show_status(f"Could not search for models: {exc}", "error")
+            found = []
+        current = self.current_folder()
+        with QSignalBlocker(self.model_combo):
+            for model in found:
+                if self.model_combo.findData(str(model.folder)) < 0:
+                    self.model_combo.addItem(f"{model.name} ({model.source})", str(model.folder))
+            if current:
+                self.model_combo.setCurrentIndex(self.model_combo.findData(current))
+        self.session.set_folder(self.current_folder())
+        nothing = not found and self.model_combo.count() == 0
+        self.installer.setVisible(nothing or self.installer.busy)
+        if nothing:
+            self._show_status(
+                f"No model found: open a BERT folder or a .gguf file, or {SMOLLM2_INSTALL}.",
+                "info",
+            )
+
+    def set_model_folder(self, folder: str | Path) -> None:
+        """Add a model folder to the picker (if new) and choose it; recompute after the pause."""
+        path = str(Path(folder))
+        index = self.model_combo.findData(path)
+        if index < 0:
+            kind = "file" if Path(path).is_file() else "folder"
+            self.model_combo.addItem(f"{Path(path).name} ({kind})", path)
+            index = self.model_combo.count() - 1
+        if index == self.model_combo.currentIndex():
+            self._debounce.start()  # the same folder again: run it again
+        else:
+            self.model_combo.setCurrentIndex(index)
+
+    def set_sentence(self, text: str, pair: str | None = None) -> None:
+        """Type ``text`` (and ``pair``) as the user would; recompute after the pause."""
+        self.sentence_edit.setText(text)
+        if pair is not None:
+            self.pair_edit.setText(pair)
+
+    def set_show_scores(self, show: bool) -> None:
+        """Show raw scores (True) or softmax weights (False)."""
+        self.scores_check.setChecked(show)
+
+    def select_head(self, layer: int, head: int) -> None:
+        """Enlarge (layer, head) and make it the one the button takes."""
+        self.session.select_head(layer, head)
+
+    @Slot()
+    def choose_folder(self) -> None:
+        """Ask for a model folder and add it to the picker."""
+        folder = QFileDialog.getExistingDirectory(self, "Open a BERT model folder")
+        if folder:
+            self.set_model_folder(folder)
+
+    @Slot()
+    def choose_file(self) -> None:
+        """Ask for a .gguf decoder file and add it to the picker."""
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a GGUF model file", "", "GGUF models (*.gguf);;All files (*)"
+        )
+        if path:
+            self.set_model_folder(path)
+
+    @Slot()
+    def compute_now(self) -> None:
+        """Send the current model, sentence and strategy to the worker (newest wins)."""
+        self._debounce.stop()
+        request = self.session.start()
+        if request is None:
+            # Incomplete now (an emptied sentence): an answer to an older request must
+            # not arrive and overwrite the message that says why.
+            self._runner.cancel(quiet=True)
+            return
+        session, done = self.session, threading.Event()
+
+        def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> object:
+            try:
+                return session.run(request, should_stop)
+            finally:
+                done.set()
+
+        self._job_done = done
+        self._runner.submit(job)
+
+    @Slot()
+    def take_head(self) -> None:
+        """Emit ``headTaken`` with the selected head's tokens and (T, d_head) Q, K, V."""
+        payload = self.session.take_head()
+        if payload is not None:
+            self.headTaken.emit(payload)
+
+    def shutdown(self) -> None:
+        """Stop the debounce and the running request (its late answer is dropped).
+
+        Waits up to ``SHUTDOWN_WAIT_S`` for a forward pass already under way, so no
+        work outlives the window; whatever it would still report goes nowhere.
+        """
+        self._debounce.stop()
+        self.generation.shutdown()
+        self.installer.shutdown()
+        self._runner.cancel()  # new ticket: an answer still on its way is stale
+        if self._job_done is not None:
+            self._job_done.wait(SHUTDOWN_WAIT_S)
+            self._job_done = None
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self._heads and event.type() == QEvent.Type.Resize:
+            self._arrange()
+        return super().eventFilter(watched, event)
+
+    def _arrange(self) -> None:
+        """Grid above or beside the head, whichever gives bigger cells; size it to its cells.
+
+        A 6 × 12 grid (MiniLM) in a tall dock goes above, a square 12 × 12 in a wide one
+        beside. Its pane gets just the room its square cells fill, the head the rest,
+        until the user drags the splitter.
+        """
+        room, grid = self._heads.size(), self.grid
+        if grid.shape is None or room.isEmpty():
+            return
+        width, height = room.width(), room.height()
+        beside = width - self.detail.minimumWidth() - 2 * self._heads.handleWidth()
+        above = height // 2
+        cell_beside = grid.cell_for(min(beside, width * 3 // 5), height)
+        cell_above = grid.cell_for(width, above)
+        wanted = (
+            Qt.Orientation.Horizontal
+            if beside > 0 and cell_beside > cell_above
+            else Qt.Orientation.Vertical
+        )
+        if self._heads.orientation() != wanted:
+            self._heads.setOrientation(wanted)
+            self._split_by_user = False
+        if self._split_by_user:
+            return
+        if wanted == Qt.Orientation.Vertical:
+            fits = grid.size_for(cell_above)
+            bar = grid.horizontalScrollBar().sizeHint().height() if fits.width() > width else 0
+            need = min(fits.height() + bar, above)  # too many layers: the grid scrolls
+            self._heads.setSizes([need, max(1, height - need)])
+        else:
+            need = grid.size_for(cell_beside).width()
+            self._heads.setSizes([need, max(1, width - need)])
+
+    def _hold_detail_width(self) -> None:
+        """Never narrower than the enlarged head's axes, image and colour bar need.
+
+        A dock that cannot give that room is held wider instead of cutting off the
+        colour bar; the grid is then arranged knowing how wide the head must be.
+        """
+        needed = math.ceil(self._detail_plot.layout.minimumWidth()) + 2
+        self.detail.setMinimumWidth(max(DETAIL_MIN_PX[0], needed))
+        self._arrange()
+
+    def _on_split_dragged(self, *_: object) -> None:
+        self._split_by_user = True
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    # -- user edits into the session -----------------------------------------------------
+
+    def _on_installed(self, package: Installable) -> None:
+        """Look for models again and open the one just installed (with a sample sentence)."""
+        forget_import_caches()
+        self.refresh_models()
+        label = f"(package {package.distribution})"
+        index = next(
+            (i for i in range(self.model_combo.count()) if label in self.model_combo.itemText(i)),
+            -1,
+        )
+        if index < 0:
+            self._show_status(
+                f"Installed {package.label}, but it is not found here; restart the app.", "error"
+            )
+            return
+        self.model_combo.setCurrentIndex(index)
+        if not self.sentence_edit.text().strip():
+            self.set_sentence(SAMPLE_SENTENCE)
+        self._show_status(f"Installed {package.label}; opening it…", "info")
+
+    @Slot()
+    def _on_model_changed(self, *_: object) -> None:
+        self.session.set_folder(self.current_folder())
+
+    def _on_head_clicked(self, head: Head) -> None:
+        self.select_head(*head)
+
+    def _on_summary_clicked(self, layer: int, head: int) -> None:
+        self.select_head(layer, head)
+        self.lower_tabs.setCurrentIndex(0)  # the head the user picked, enlarged
+
+    def _on_heatmap_hovered(self, head: Head | None, cell: tuple[int, int] | None) -> None:
+        if cell is None:
+            self._on_hover(None)
+        else:
+            self._on_hover((*(head or self.selected_head), *cell))
+
+    def _on_hover(self, where: tuple[int, int, int, int] | None) -> None:
+        text = self.session.describe(*where) if where is not None else ""
+        self.hover_label.setText(text or " ")
+
+    # -- the session pushed into the widgets ---------------------------------------------
+
+    def _show_status(self, text: str, level: str) -> None:
+        self.status_label.setStyleSheet("color: #b00020;" if level == "error" else "")
+        self.status_label.setText(text)
+
+    def _on_result(self) -> None:
+        result = self.session.result
+        assert result is not None  # the result event only follows a new result
+        self.grid.build(*result.weights.shape[:2])
+        self.grid.set_groups(result.kv_heads)
+        sharing = self.session.sharing()
+        self.sharing_label.setText(sharing)
+        self.sharing_label.setVisible(bool(sharing))
+        for edit in (self.pair_edit, self.strategy_combo):
+            edit.setEnabled(not result.causal)  # a decoder reads one text, batched
+            edit.setToolTip(
+                "A decoder reads one text, in one batched pass" if result.causal else ""
+            )
+        self._pages.setCurrentIndex(1)
+        tokens = result.tokens
+        for name in ("left", "bottom"):
+            axis = self._detail_plot.getAxis(name)
+            if isinstance(axis, TokenAxis):
+                axis.set_tokens(tokens)
+        self._hold_detail_width()
+        QTimer.singleShot(0, self, self._hold_detail_width)  # again once the axes have tokens
+        self._refresh_images()
+        self._refresh_summaries()
+        self.take_button.setEnabled(True)
+        self.resultChanged.emit()
+
+    def _on_selection(self, layer: int, head: int) -> None:
+        self.grid.set_selected((layer, head))
+        with QSignalBlocker(self.summary_table):
+            self.summary_table.setCurrentCell(layer, head)
+        self._refresh_detail()
+
+    @Slot()
+    def _refresh_images(self, *_: object) -> None:
+        if self.session.result is None:
+            return
+        shown = self.session.shown()
+        self.grid.set_images(shown.values, shown.levels, lut(shown.colormap))
+        self._on_selection(*self.session.selected_head)
+
+    def _refresh_detail(self) -> None:
+        if self.session.result is None:
+            return
+        layer, head = self.session.selected_head
+        shown = self.session.shown()
+        values = shown.values[layer, head]  # (T, T): row = query i, column = key j
+        self._detail_image.setImage(values, autoLevels=False)
+        self._colorbar.setColorMap(self._color_maps[shown.colormap])
+        self._colorbar.setLevels(shown.levels)
+        self._colorbar.axis.setLabel(shown.label)
+        self._detail_plot.setTitle(head_name(layer, head), color=TEXT_RGB)
+        self._detail_plot.getViewBox().setRange(
+            xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0
+        )
+
+    @Slot()
+    def _refresh_summaries(self, *_: object) -> None:
+        result = self.session.result
+        if result is None:
+            return
+        values = result.summaries().get(self.summary_combo.currentData())
+        n_layers, n_heads = values.shape
+        table = self.summary_table
+        with QSignalBlocker(table):
+            table.setRowCount(n_layers)
+            table.setColumnCount(n_heads)
+            table.setVerticalHeaderLabels([f"layer {layer + 1}" for layer in range(n_layers)])
+            table.setHorizontalHeaderLabels([f"head {head + 1}" for head in range(n_heads)])
+            for layer in range(n_layers):
+                for head in range(n_heads):
+                    item = QTableWidgetItem(f"{values[layer, head]:.2f}")
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                    table.setItem(layer, head, item)
+            table.setCurrentCell(*self.session.selected_head)
+        table.resizeColumnsToContents()

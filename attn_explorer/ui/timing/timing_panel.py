@@ -1,0 +1,354 @@
+"""Timing charts: median time per strategy on the current shape, and time vs T (log–log).
+
+All measurement runs in a worker (``LatestRunner``) with a progress bar and a
+Cancel button; the GUI thread only draws what comes back. Time axes are labelled at
+whole decades with their unit (``1 µs``, ``1 ms``), the tokens axis at ``10¹, 10², …``;
+an empty chart says which key fills it, and the sweep's legend sits beside its plot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from attn_explorer.compute import (
+    LOOP_BUDGET,
+    STRATEGIES,
+    TimingResult,
+    call_counts,
+    macs,
+)
+from attn_explorer.compute.background import in_process
+from attn_explorer.compute.timing import sweep_tokens, time_strategies
+from attn_explorer.state import Session
+from attn_explorer.state.formatting import format_seconds
+from attn_explorer.ui.common.workers import LatestRunner
+
+COLOURS = {"loop": (230, 97, 1), "matmul": (94, 60, 153), "batched": (27, 158, 119)}
+
+
+#: Shown on a chart until its first measurement arrives.
+BARS_PLACEHOLDER = "Press Ctrl+T (Time strategies)\nto time the strategies on the current shape"
+SWEEP_PLACEHOLDER = "Press Ctrl+Shift+T (Scaling sweep)\nto time every strategy for T = 4 … 1024"
+#: log10 ranges an empty chart shows: 1 µs … 10 s, and T = 4 … 1024.
+EMPTY_SECONDS, EMPTY_TOKENS = (-6.0, 1.0), (math.log10(4) - 0.15, math.log10(1024) + 0.15)
+#: Room one decade label needs along its axis, in pixels: across for x, up for y.
+LABEL_PX_ACROSS, LABEL_PX_UP = 48, 20
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def decade_text(power: float) -> str:
+    """10 to a whole ``power``, written as the user reads it: ``10³``, ``10⁻⁶``."""
+    return "10" + str(round(power)).translate(_SUPERSCRIPT)
+
+
+def seconds_text(power: float) -> str:
+    """10 to a whole ``power`` seconds, with its unit: ``1 µs``, ``100 ms``, ``10 s``."""
+    return format_seconds(10.0 ** round(power))
+
+
+class DecadeAxis(pg.AxisItem):
+    """A log10 axis labelled only at whole decades; the 2 … 9 ticks between are unlabelled.
+
+    Its values are log10 of the quantity: pyqtgraph's log mode (the sweep) or heights
+    already in log10 (the bar chart). ``label`` writes one decade. When the decades
+    are too close for their labels, only every 2nd (3rd, …) is labelled and the
+    minor ticks go; a view narrower than a decade labels its minor ticks instead.
+    """
+
+    def __init__(self, orientation: str, label: Callable[[float], str] = decade_text) -> None:
+        super().__init__(orientation)
+        self._label = label
+        self._label_minor = False
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[Any, list]]:
+        low, high = sorted((minVal, maxVal))
+        decades = max(high - low, 1e-9)
+        room = LABEL_PX_UP if self.orientation in ("left", "right") else LABEL_PX_ACROSS
+        step = max(1, math.ceil(room * decades / max(size, 1.0)))
+        majors = [float(n) for n in range(math.ceil(low), math.floor(high) + 1) if n % step == 0]
+        minors = [
+            n + math.log10(m)
+            for n in range(math.floor(low), math.ceil(high))
+            for m in range(2, 10)
+            if low <= n + math.log10(m) <= high
+        ]
+        self._label_minor = not majors
+        if not majors:  # less than a decade in view: its 2 … 9 ticks carry the labels
+            return [(1.0, minors)]
+        return [(float(step), majors)] + ([(None, minors)] if step == 1 else [])
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if self._label_minor:
+            return [f"{10.0**v:.2g}" for v in values]
+        return [self._label(v) if abs(v - round(v)) < 1e-6 else "" for v in values]
+
+
+def speedup_text(results: dict[str, TimingResult]) -> str:
+    """E.g. "batched is 2,600× faster than loop (estimated) and 1.8× faster than matmul"."""
+    if "batched" not in results:
+        return ""
+    base = results["batched"].median
+    parts = []
+    for name in ("loop", "matmul"):
+        if name in results and base > 0:
+            ratio = results[name].median / base
+            est = " (loop estimated)" if results[name].estimated else ""
+            word = "faster" if ratio >= 1 else "slower"
+            factor = ratio if ratio >= 1 else 1 / ratio
+            parts.append(f"{factor:,.1f}× {word} than {name}{est}")
+    return "batched is " + " and ".join(parts) + " here" if parts else ""
+
+
+class TimingPanel(QWidget):
+    """Bar chart for the current shape, scaling chart, speed-ups, progress and cancel."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.results: dict[str, TimingResult] = {}
+        self.sweep: dict[str, Any] | None = None
+        self.runner = LatestRunner(self)
+        self.runner.finished.connect(self._on_finished)
+        self.runner.failed.connect(lambda msg: self._set_status(f"Timing failed: {msg}"))
+        self.runner.cancelled.connect(lambda: self._set_status("Timing cancelled."))
+        self.runner.progress.connect(self._on_progress)
+        self.runner.busy.connect(self._on_busy)
+        self._kind = ""
+
+        self.bars = pg.PlotWidget(axisItems={"left": DecadeAxis("left", seconds_text)})
+        self.bars.setBackground("w")
+        self.bars.setTitle("median time per call, current shape (log scale)", size="9pt")
+        self.bars.setMouseEnabled(False, False)
+        self.bars.hideButtons()
+        self.bars.setMenuEnabled(False)
+        self.bars.getAxis("bottom").setTicks([[(n, s) for n, s in enumerate(STRATEGIES)]])
+        self.bars.setLabel("bottom", "strategy")
+        self.bars.setLabel("left", "time per call")
+        axes = {"bottom": DecadeAxis("bottom"), "left": DecadeAxis("left", seconds_text)}
+        self.scaling = pg.PlotWidget(axisItems=axes)
+        self.scaling.setBackground("w")
+        self.scaling.setLogMode(x=True, y=True)
+        self.scaling.setMenuEnabled(False)
+        self.scaling.hideButtons()
+        self.scaling.setTitle("time vs tokens T (log–log), current H and d", size="9pt")
+        self.scaling.setLabel("bottom", "tokens T")
+        self.scaling.setLabel("left", "time per call")
+        # Right of the plot, in a column of its own: a legend inside the plot covers the
+        # curves, and one under the axis leaves a short dock (720-pixel screens) no plot.
+        self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt")
+        self.scaling.getPlotItem().layout.addItem(self.legend, 2, 3)
+        self.scaling.setMinimumHeight(140)
+        self.bars.setMinimumHeight(140)
+        self._show_empty(self.bars, BARS_PLACEHOLDER, (-0.6, len(STRATEGIES) - 0.4))
+        self._show_empty(self.scaling, SWEEP_PLACEHOLDER, EMPTY_TOKENS)
+
+        self.summary = QLabel("Press “Time strategies” to measure.")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.time_button = QPushButton("Time strategies")
+        self.time_button.setToolTip(
+            "Measure loop, matmul and batched on the current Q and K (Ctrl+T)"
+        )
+        self.time_button.clicked.connect(lambda: self.run_timing(run_loop=False))
+        self.loop_button = QPushButton("Run loop anyway")
+        self.loop_button.setToolTip(
+            "Really run the loop strategy even though it is predicted to be slow"
+        )
+        self.loop_button.clicked.connect(lambda: self.run_timing(run_loop=True))
+        self.loop_button.hide()
+        self.sweep_button = QPushButton("Scaling sweep")
+        self.sweep_button.setToolTip("Time every strategy for T = 4 … 1024 at the current H and d")
+        self.sweep_button.clicked.connect(self.run_sweep)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the measurement now")
+        self.cancel_button.clicked.connect(self.runner.cancel)
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("idle")
+
+        buttons = QHBoxLayout()
+        for w in (self.time_button, self.loop_button, self.sweep_button, self.cancel_button):
+            buttons.addWidget(w)
+        buttons.addWidget(self.progress, 1)
+        charts = QHBoxLayout()
+        charts.addWidget(self.bars, 1)
+        charts.addWidget(self.scaling, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(buttons)
+        layout.addLayout(charts, 1)
+        layout.addWidget(self.summary)
+
+    # -- actions -------------------------------------------------------------------------
+    def run_timing(self, run_loop: bool = False) -> None:
+        """Measure the three strategies on the current inputs, in the worker."""
+        request = self.session.results.request()
+        q, k = request.query, request.key
+        budget = float("inf") if run_loop else LOOP_BUDGET.timing
+
+        self._kind = "timing"
+        # In a lower-priority process: the loop strategy is pure Python (see compute/background.py).
+        self.runner.submit(
+            in_process(
+                time_strategies,
+                query=q,
+                key=k,
+                repeats=5,
+                loop_budget=budget,
+            )
+        )
+
+    def run_sweep(self) -> None:
+        _, h, _, d = self.session.shape
+        self._kind = "sweep"
+        self.runner.submit(in_process(sweep_tokens, heads=h, dim=d))
+
+    # -- results ----------------------------------------------------------------------------
+    def _on_progress(self, fraction: float, text: str) -> None:
+        self.progress.setValue(int(fraction * 1000))
+        self.progress.setFormat(f"{text} — %p%")
+
+    def _on_busy(self, busy: bool) -> None:
+        self.cancel_button.setEnabled(busy)
+        self.time_button.setEnabled(not busy)
+        self.sweep_button.setEnabled(not busy)
+        if not busy:
+            self.progress.setValue(0)
+            self.progress.setFormat("idle")
+
+    def _set_status(self, text: str) -> None:
+        self.summary.setText(text)
+
+    @staticmethod
+    def _show_empty(plot: pg.PlotWidget, text: str, x_range: tuple[float, float]) -> None:
+        """Before any measurement: a sane range (1 µs … 10 s) and what to press, centred."""
+        plot.setXRange(*x_range, padding=0)
+        plot.setYRange(*EMPTY_SECONDS, padding=0)
+        hint = pg.TextItem(text, color=(90, 90, 90), anchor=(0.5, 0.5))
+        hint.setPos(sum(x_range) / 2, sum(EMPTY_SECONDS) / 2)
+        plot.addItem(hint)
+
+    def _on_finished(self, result: object) -> None:
+        if self._kind == "timing":
+            assert isinstance(result, dict)
+            self.show_timing(result)
+        else:
+            assert isinstance(result, dict)
+            self.show_sweep(result)
+
+    def show_timing(self, results: dict[str, TimingResult]) -> None:
+        self.results = results
+        self.bars.clear()
+        names = [s for s in STRATEGIES if s in results]
+        heights = [math.log10(max(results[s].median, 1e-9)) for s in names]
+        floor = math.floor(min(heights) - 0.5)  # bars rise from a whole decade
+        for n, s in enumerate(names):
+            colour = COLOURS[s]
+            brush = pg.mkBrush(*colour, 90 if results[s].estimated else 255)
+            pen = pg.mkPen(
+                colour,
+                width=2,
+                style=Qt.PenStyle.DashLine if results[s].estimated else Qt.PenStyle.SolidLine,
+            )
+            self.bars.addItem(
+                pg.BarGraphItem(
+                    x=[n], height=[heights[n] - floor], y0=[floor], width=0.6, brush=brush, pen=pen
+                )
+            )
+            label = pg.TextItem(
+                format_seconds(results[s].median) + (" (est.)" if results[s].estimated else ""),
+                color=(0, 0, 0),
+                anchor=(0.5, 1),
+            )
+            label.setPos(n, heights[n])
+            self.bars.addItem(label)
+        self.bars.setYRange(floor, max(heights) + 0.6)
+        self.bars.setXRange(-0.6, len(names) - 0.4)
+        shape_q = self.session.matrix("query").shape
+        counts = call_counts(shape_q, shape_q)
+        n_macs = macs(shape_q, shape_q)
+        lines = [
+            f"{n_macs:,} multiply-adds (MACs) for S = Q Kᵀ on (B, H, T, d) = {shape_q}.",
+            " · ".join(
+                f"{s}: {format_seconds(results[s].median)}"
+                + (" (estimated)" if results[s].estimated else f", {results[s].gflops:.3g} GFLOP/s")
+                + f" — {counts[s]}"
+                for s in names
+            ),
+            speedup_text(results),
+        ]
+        self.summary.setText("\n".join(line for line in lines if line))
+        loop = results.get("loop")
+        self.loop_button.setVisible(bool(loop and loop.estimated))
+        if loop and loop.estimated:
+            self.loop_button.setToolTip(
+                f"The loop is predicted to take {format_seconds(loop.median)}; run it anyway"
+            )
+
+    def _curve(self, tokens: np.ndarray, times: np.ndarray, name: str, **style: Any) -> None:
+        """One line of the sweep, named in the legend beside the chart."""
+        self.legend.addItem(self.scaling.plot(tokens, times, **style), name)
+        # the legend's column as wide as its longest entry, so no name is cut off
+        text = max(label.item.boundingRect().width() for _, label in self.legend.items)
+        self.scaling.getPlotItem().layout.setColumnMinimumWidth(3, text + 38)  # + line sample
+
+    def show_sweep(self, sweep: dict[str, Any]) -> None:
+        self.sweep = sweep
+        self.scaling.clear()
+        self.legend.clear()
+        tokens = np.array(sweep["tokens"], dtype=float)
+        for s in STRATEGIES:
+            times = np.array(sweep[s], dtype=float)
+            pen = pg.mkPen(COLOURS[s], width=2)
+            if s == "loop":
+                est = np.array(sweep["loop_estimated"], dtype=bool)
+                measured = ~est
+                self._curve(
+                    tokens[measured],
+                    times[measured],
+                    pen=pen,
+                    symbol="o",
+                    symbolBrush=COLOURS[s],
+                    name="loop",
+                )
+                if est.any():
+                    first = max(0, int(np.argmax(est)) - 1)
+                    self._curve(
+                        tokens[first:],
+                        times[first:],
+                        pen=pg.mkPen(COLOURS[s], width=2, style=Qt.PenStyle.DashLine),
+                        name="loop (est.)",
+                    )
+            else:
+                self._curve(tokens, times, pen=pen, symbol="o", symbolBrush=COLOURS[s], name=s)
+        # Whole decades of time, and a margin beside the first and last T: no point sits
+        # on the frame and the decade labels at the ends have room.
+        seconds = np.log10(np.clip([sweep[s] for s in STRATEGIES], 1e-12, None))
+        self.scaling.setYRange(math.floor(seconds.min()), math.ceil(seconds.max()), padding=0)
+        x_low, x_high = np.log10(tokens.min()), np.log10(tokens.max())
+        self.scaling.setXRange(x_low - 0.15, x_high + 0.15, padding=0)
+        last = -1
+        ratio = sweep["loop"][last] / max(sweep["batched"][last], 1e-12)
+        self.summary.setText(
+            f"At T = {int(tokens[last])} the loop takes {format_seconds(sweep['loop'][last])}"
+            f"{' (estimated)' if sweep['loop_estimated'][last] else ''} and batched "
+            f"{format_seconds(sweep['batched'][last])}: batched is {ratio:,.0f}× faster. "
+            "All three grow as T² (the grid has T×T cells); the loop pays Python's cost on every "
+            "multiply-add, matmul once per head, batched once in total."
+        )

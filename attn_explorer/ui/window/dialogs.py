@@ -1,0 +1,168 @@
+"""Small form dialogs of the window: the random preset and heatmap export.
+
+Each dialog only collects choices; the work is done by the function it calls
+(``FileCommands.load_preset``, ``render.export_heatmaps``), which reports failures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QMessageBox,
+    QSpinBox,
+    QWidget,
+)
+
+from attn_explorer.compute import LIMITS
+from attn_explorer.state.session import Session
+from attn_explorer.state.storage.export import (
+    DEFAULT_WIDTH,
+    EXPORT_FORMATS,
+    HEAD_CHOICES,
+    MAX_WIDTH,
+    MIN_WIDTH,
+    ExportError,
+)
+from attn_explorer.ui.common.text import message_box
+from attn_explorer.ui.window.file_commands import last_dir
+
+if TYPE_CHECKING:
+    from attn_explorer.ui.window.file_commands import FileCommands
+
+#: The export dialog's choices of heads: (label, value for ``export_heatmaps``).
+#: How the export dialog words each of state.export's HEAD_CHOICES.
+HEAD_LABELS = {
+    "current": "current head",
+    "montage": "all heads as one montage",
+    "all": "each head as its own file",
+}
+
+
+def accepted(dialog: QDialog, form: QFormLayout) -> bool:
+    """Add OK / Cancel to a form dialog, run it, and say whether the user pressed OK."""
+    buttons = QDialogButtonBox(
+        QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+    )
+    buttons.accepted.connect(dialog.accept)
+    buttons.rejected.connect(dialog.reject)
+    form.addRow(buttons)
+    return dialog.exec() == QDialog.DialogCode.Accepted
+
+
+def random_preset_dialog(parent: QWidget, files: FileCommands) -> bool:
+    """Ask for B, H, T, d and a seed, then load seeded random Q, K, V of that size."""
+    session = files.session
+    dialog = QDialog(parent)
+    dialog.setWindowTitle("Random preset")
+    form = QFormLayout(dialog)
+    b, h, t, d = session.shape
+    spins = {}
+    for label, value, limit in (
+        ("B (batch)", b, LIMITS.max_batch),
+        ("H (heads)", max(h, 4), LIMITS.max_heads),
+        ("T (tokens)", max(t, 8), LIMITS.max_tokens),
+        ("d (vector size)", max(d, 4), LIMITS.max_dim),
+        ("seed", 0, 1_000_000),
+    ):
+        spin = QSpinBox()
+        spin.setRange(0 if label == "seed" else 1, limit)
+        spin.setValue(value)
+        form.addRow(label, spin)
+        spins[label] = spin
+    if not accepted(dialog, form):
+        return False
+    batch, heads, tokens, dim, seed = (spin.value() for spin in spins.values())
+    problem = session.check_size(batch, heads, tokens, dim)
+    if problem:
+        session.report(f"Random preset: {problem}; kept the current tables")
+        return False
+    return files.load_preset("random", batch=batch, heads=heads, tokens=tokens, dim=dim, seed=seed)
+
+
+def export_heatmap(
+    session: Session,
+    target: str,
+    heads: str = "current",
+    width: int = DEFAULT_WIDTH,
+    fmt: str | None = None,
+) -> list[Path]:
+    """Export without dialogs; a failure is reported through the session and returns []."""
+    from attn_explorer.render.figure import export_heatmaps
+
+    try:
+        paths = export_heatmaps(session, target, heads=heads, width=width, fmt=fmt)
+    except ExportError as exc:
+        session.report(f"Export failed: {exc}")
+        return []
+    session.report("Exported " + ", ".join(str(p) for p in paths), "info")
+    return paths
+
+
+def image_options(
+    parent: QWidget,
+    title: str,
+    formats: tuple[str, ...] = EXPORT_FORMATS,
+    heads: str | bool | None = None,
+) -> tuple[str, int, str | None] | None:
+    """The export options every image export asks for, in one form: which heads (unless
+    ``heads`` is False: a view of one head), format and PNG width. Returns
+    ``(format, width, heads)``, or None when the user cancels."""
+    dialog = QDialog(parent)
+    dialog.setWindowTitle(title)
+    form = QFormLayout(dialog)
+    which: QComboBox | None = None
+    if heads is not False:
+        which = QComboBox()
+        for value in HEAD_CHOICES:
+            which.addItem(HEAD_LABELS[value], value)
+        if isinstance(heads, str):
+            which.setCurrentIndex(max(0, which.findData(heads)))
+        form.addRow("heads", which)
+    fmt = QComboBox()
+    for name in formats:
+        fmt.addItem(name.upper(), name)
+    width = QSpinBox()
+    width.setRange(MIN_WIDTH, MAX_WIDTH)
+    width.setValue(DEFAULT_WIDTH)
+    width.setSuffix(" px")
+    form.addRow("format", fmt)
+    form.addRow("width (PNG)", width)
+    if not accepted(dialog, form):
+        return None
+    return fmt.currentData(), width.value(), None if which is None else which.currentData()
+
+
+def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -> list[Path]:
+    """Choose heads, format and width, then a file name; export and say what was written."""
+    from attn_explorer.state.storage.export import default_filename
+
+    options = image_options(parent, "Export heatmap", heads=heads)
+    if options is None:
+        return []
+    ext, width_px, heads_value = options
+    job = session.options.head if heads_value == "current" else "montage"
+    name = default_filename(session, session.options.stage, job, ext)
+    path, _ = QFileDialog.getSaveFileName(
+        parent, "Export heatmap", str(Path(last_dir()) / name), f"{ext.upper()} (*.{ext})"
+    )
+    if not path:
+        return []
+    if not Path(path).suffix:  # a name typed without its extension is a file, not a folder
+        path += f".{ext}"
+    errors: list[str] = []
+    session.events.message.connect(collect := lambda text, level: errors.append(text))
+    try:
+        paths = export_heatmap(session, path, heads_value or "current", width_px, ext)
+    finally:
+        session.events.message.disconnect(collect)
+    if not paths:
+        message = errors[-1] if errors else "Export failed"
+        message_box(parent, QMessageBox.Icon.Warning, "Export failed", message)
+    return paths
