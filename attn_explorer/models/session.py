@@ -26,8 +26,8 @@ import numpy as np
 
 from attn_explorer.compute import LOOP_BUDGET, STRATEGIES, Cancelled, estimate_loop_seconds
 from attn_explorer.models.decoder.llama import DecoderModel
-from attn_explorer.models.encoder.bert import ModelAttention, TakenHead
 from attn_explorer.models.loading import AnyModel, load_model
+from attn_explorer.models.results import ModelAttention, TakenHead
 from attn_explorer.state.events import Event
 from attn_explorer.state.views.colormaps import value_range
 
