@@ -76,7 +76,6 @@ NOT_YET_SPLIT = {
     "lessons/registry.py",
     "state/session.py",
     "cli/bench.py",
-    "models/session.py",
 }
 
 
