@@ -73,7 +73,6 @@ NOT_YET_SPLIT = {
     "ui/explorer/heatmaps.py",
     "ui/stepper/stepper_panel.py",
     "ui/vectors/vectors_view.py",
-    "lessons/registry.py",
     "state/session.py",
     "cli/bench.py",
 }
