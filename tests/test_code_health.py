@@ -74,7 +74,6 @@ NOT_YET_SPLIT = {
     "ui/stepper/stepper_panel.py",
     "ui/vectors/vectors_view.py",
     "state/session.py",
-    "cli/bench.py",
 }
 
 
