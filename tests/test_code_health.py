@@ -72,7 +72,6 @@ NOT_YET_SPLIT = {
     "ui/model/model_view.py",
     "ui/explorer/heatmaps.py",
     "ui/stepper/stepper_panel.py",
-    "ui/vectors/vectors_view.py",
     "state/session.py",
 }
 
