@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from attn_explorer.lessons.checks import CHECKS
 from attn_explorer.lessons.engine import (
     lesson_paths,
     load_lesson,
     load_lessons,
     parse_lesson,
 )
-from attn_explorer.lessons.registry import ACTIONS, CHECKS, LessonError
+from attn_explorer.lessons.operations import LessonError
+from attn_explorer.lessons.registry import ACTIONS
 
 ARTICLE = Path(__file__).resolve().parents[1].parent / "shared" / "seed-article.txt"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attn_explorer.models.encoder.bert import ModelAttention
 from attn_explorer.models.errors import check_text
 from attn_explorer.models.loading import load_model
+from attn_explorer.models.results import ModelAttention
 from attn_explorer.models.session import shown_values
 from attn_explorer.state.storage.export import DEFAULT_WIDTH
 from attn_explorer.state.storage.safe_files import write_atomic, write_atomic_with

@@ -2,8 +2,8 @@
 
 Qt-free. A lesson is data (one JSON file per lesson next to this module): a
 title and steps, each step some Markdown text, a list of *actions* and optional
-*expectations*, all named from :mod:`.registry`. :func:`load_lessons` checks
-every name and argument before anything runs; :class:`LessonRunner` plays the
+*expectations*, named from :mod:`.registry` and :mod:`.checks`. :func:`load_lessons`
+checks every name and argument before anything runs; :class:`LessonRunner` plays the
 steps against a window API object and remembers the session as the lesson
 left it, so Next can tell whether the user changed it in between and, if so,
 put the lesson's state back first.
@@ -19,13 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from attn_explorer.lessons.registry import (
-    ACTIONS,
-    CHECKS,
-    HIGHLIGHT_TARGETS,
-    LessonError,
-    check_arguments,
-)
+from attn_explorer.lessons.checks import CHECKS
+from attn_explorer.lessons.operations import LessonError, check_arguments
+from attn_explorer.lessons.registry import ACTIONS, HIGHLIGHT_TARGETS
 from attn_explorer.lessons.window import LessonWindow
 from attn_explorer.state.session import Session
 from attn_explorer.state.types import Options

@@ -1,28 +1,24 @@
-"""What a lesson may do and check: the action and expectation registries.
+"""What a lesson may do: the action registry, ``ACTIONS``, and the controls it may point at.
 
-Qt-free. A lesson file names operations by these names; :mod:`.engine` validates
-every name and argument against this module before a lesson is ever run, so a
-typo fails a test, not a learner. Each action runs against the *window API*
-typed by :class:`~attn_explorer.lessons.window.LessonWindow` (the window's public
-actions) and nothing below it.
-
-One job at ~500 lines: the vocabulary of lessons. It is a table of small
-operations, each a few lines; splitting it would scatter that one table.
+Qt-free. A lesson file names actions by these names; :mod:`.engine` validates every
+name and argument against this table (with :func:`.operations.check_arguments`) before
+a lesson is ever run, so a typo fails a test, not a learner. Each action runs against
+the *window API* typed by :class:`~attn_explorer.lessons.window.LessonWindow` (the
+window's public actions) and nothing below it. What a lesson may check is in
+:mod:`.checks`; the grammar both share (``Param``, ``Operation``) in :mod:`.operations`.
 """
 
 from __future__ import annotations
 
 import inspect
-import numbers
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
-from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, strategy_source
-from attn_explorer.lessons.window import Heatmaps, LessonWindow
+from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES
+from attn_explorer.lessons.operations import Operation, Param, heatmaps_of, is_int, one_of
+from attn_explorer.lessons.window import LessonWindow
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.types import MATRICES, Options
-from attn_explorer.state.views.stepper import Frame
 
 #: Controls a lesson may point at: the window gives each of them this name as its Qt
 #: object name, and ``ui.highlight.Highlighter`` finds them by it.
@@ -50,75 +46,6 @@ HIGHLIGHT_TARGETS = (
 HIGHLIGHT_FOREVER = 0
 
 
-class LessonError(ValueError):
-    """A lesson file is malformed: says which file, step and field, and what is allowed."""
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_grid(value: object) -> bool:
-    """A rectangular list of rows of numbers or None (None = an empty cell)."""
-    if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
-        return False
-    width = len(value[0])
-    return all(len(row) == width and all(c is None or _is_number(c) for c in row) for row in value)
-
-
-TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
-    "int": ("a whole number", _is_int),
-    "number": ("a number", _is_number),
-    "str": ("a string", lambda v: isinstance(v, str)),
-    "bool": ("true or false", lambda v: isinstance(v, bool)),
-    "any": ("any value", lambda v: True),
-    "grid": ("a list of rows of numbers (null = empty cell)", _is_grid),
-    "block": ("a list of rows of numbers", lambda v: _is_grid(v) and "None" not in repr(v)),
-    "int_or_null": ("a whole number or null", lambda v: v is None or _is_int(v)),
-}
-
-
-def _one_of(allowed: tuple[str, ...] | list[str]) -> Callable[[object], str]:
-    def check(value: object) -> str:
-        return "" if value in allowed else f"{value!r} is not one of {', '.join(allowed)}"
-
-    return check
-
-
-@dataclass(frozen=True)
-class Param:
-    """One argument: its type name (see ``TYPES``), whether it is required, extra checks."""
-
-    type: str
-    required: bool = True
-    check: Callable[[object], str] | None = None  # returns "" or why the value is wrong
-
-
-@dataclass(frozen=True)
-class Operation:
-    """A named action or expectation: its arguments and the function that runs it.
-
-    ``replay`` marks actions that set up state (loaded numbers, options, the
-    stepper's position): restoring a step replays them. Highlights, timing runs
-    and play are shown once and not replayed.
-    """
-
-    name: str
-    params: dict[str, Param]
-    run: Callable[..., Any]
-    replay: bool = True
-    extra_check: Callable[[dict[str, Any]], str] | None = None
-    doc: str = ""
-    accepts_extra: bool = False
-    #: "relative": moves the stepper from wherever it is; "absolute": puts it somewhere.
-    stepper_move: str = ""
-
-
-# -- actions -----------------------------------------------------------------------------
 PRESET_KWARGS = {"batch", "heads", "tokens", "dim", "seed"}
 
 
@@ -137,7 +64,7 @@ def _check_preset_kwargs(args: dict[str, Any]) -> str:
         return f"preset {name!r} takes no argument {', '.join(unknown)}" + (
             f" (it takes {', '.join(sorted(accepted))})" if accepted else " (it takes none)"
         )
-    bad = [k for k, v in extra.items() if not _is_int(v)]
+    bad = [k for k, v in extra.items() if not is_int(v)]
     return f"{', '.join(bad)} must be whole numbers" if bad else ""
 
 
@@ -147,7 +74,7 @@ def _check_option(args: dict[str, Any]) -> str:
     if name not in types:
         return f"unknown option {name!r}; one of {', '.join(types)}"
     expected = types[name]
-    ok = {"bool": isinstance(value, bool), "int": _is_int(value), "str": isinstance(value, str)}
+    ok = {"bool": isinstance(value, bool), "int": is_int(value), "str": isinstance(value, str)}
     return "" if ok.get(str(expected), True) else f"option {name} needs a {expected}, got {value!r}"
 
 
@@ -195,12 +122,6 @@ def _show_vectors(window: LessonWindow, i: int | None = None, j: int | None = No
         window.state.vectors.select_query(i)
 
 
-def _heatmaps(window: LessonWindow) -> Heatmaps:
-    if window.heatmaps is None:
-        raise ValueError("the heatmaps are not built yet; point at them first (highlight)")
-    return window.heatmaps
-
-
 def _show(window: LessonWindow, target: str) -> None:
     # highlight() raises the panel's dock; clearing at once leaves it raised, unframed.
     window.highlight(target, HIGHLIGHT_FOREVER)
@@ -236,8 +157,8 @@ def _resize(window: LessonWindow, **sizes: int) -> None:
 
 
 _OPT = Param("int", required=False)
-_STRATEGY = Param("str", check=_one_of(STRATEGIES))
-_MATRIX = Param("str", check=_one_of(MATRICES))
+_STRATEGY = Param("str", check=one_of(STRATEGIES))
+_MATRIX = Param("str", check=one_of(MATRICES))
 _CELL = {"batch": Param("int"), "head": Param("int"), "i": Param("int"), "j": Param("int")}
 
 ACTIONS: dict[str, Operation] = {
@@ -245,7 +166,7 @@ ACTIONS: dict[str, Operation] = {
     for op in (
         Operation(
             "load_preset",
-            {"name": Param("str", check=_one_of(list(PRESETS)))},
+            {"name": Param("str", check=one_of(list(PRESETS)))},
             _load_preset,
             extra_check=_check_preset_kwargs,
             accepts_extra=True,
@@ -255,7 +176,7 @@ ACTIONS: dict[str, Operation] = {
         Operation("set_strategy", {"name": _STRATEGY}, lambda w, name: w.set_strategy(name)),
         Operation(
             "set_stage",
-            {"name": Param("str", check=_one_of(STAGES))},
+            {"name": Param("str", check=one_of(STAGES))},
             lambda w, name: w.set_stage(name),
         ),
         Operation(
@@ -297,8 +218,8 @@ ACTIONS: dict[str, Operation] = {
         Operation(
             "stepper.set_choices",
             {
-                "strategy": Param("str", required=False, check=_one_of(STRATEGIES)),
-                "granularity": Param("str", required=False, check=_one_of(GRANULARITIES)),
+                "strategy": Param("str", required=False, check=one_of(STRATEGIES)),
+                "granularity": Param("str", required=False, check=one_of(GRANULARITIES)),
                 "predict": Param("bool", required=False),
             },
             _set_choices,
@@ -345,7 +266,7 @@ ACTIONS: dict[str, Operation] = {
         Operation(
             "highlight",
             {
-                "target": Param("str", check=_one_of(HIGHLIGHT_TARGETS)),
+                "target": Param("str", check=one_of(HIGHLIGHT_TARGETS)),
                 "for_ms": Param("int", required=False),
             },
             lambda w, target, for_ms=HIGHLIGHT_FOREVER: w.highlight(target, for_ms),
@@ -353,7 +274,7 @@ ACTIONS: dict[str, Operation] = {
         ),
         Operation(
             "show",
-            {"target": Param("str", check=_one_of(("stepper", "timing")))},
+            {"target": Param("str", check=one_of(("stepper", "timing")))},
             _show,
             replay=False,
             doc="Bring the stepper or timing panel to the front without framing it.",
@@ -367,154 +288,9 @@ ACTIONS: dict[str, Operation] = {
         Operation(
             "enlarge_head",
             {"head": Param("int_or_null")},
-            lambda w, head: _heatmaps(w).set_enlarged(head),
+            lambda w, head: heatmaps_of(w).set_enlarged(head),
         ),
         Operation("run_timing", {}, lambda w: w.run_timing(), replay=False),
         Operation("run_sweep", {}, lambda w: w.run_sweep(), replay=False),
     )
 }
-
-
-# -- expectations ------------------------------------------------------------------------
-def _grid_numbers(window: LessonWindow) -> list[list[float | None]]:
-    """The score grid as the user reads it: numbers, None for empty cells."""
-    out: list[list[float | None]] = []
-    for row in window.score_grid.text_grid():
-        cells: list[float | None] = []
-        for text in row:
-            text = text.replace("−", "-")
-            try:
-                cells.append(float(text) if text not in ("", "…") else None)
-            except ValueError:
-                cells.append(None)
-        out.append(cells)
-    return out
-
-
-def _frame(window: LessonWindow) -> Frame | None:
-    return window.stepper.frame()
-
-
-def _frame_text(window: LessonWindow, attribute: str) -> str:
-    frame = _frame(window)
-    return "" if frame is None else str(getattr(frame, attribute))
-
-
-def _prediction_text(window: LessonWindow) -> str:
-    frame = _frame(window)
-    return "" if frame is None or frame.prediction is None else frame.prediction.text
-
-
-#: name → (how to read the value from the window, the type of its ``equals`` argument)
-READERS: dict[str, tuple[Callable[[LessonWindow], object], str]] = {
-    "grid": (_grid_numbers, "grid"),
-    "strategy": (lambda w: w.session.options.strategy, "str"),
-    "stage": (lambda w: w.session.options.stage, "str"),
-    "granularity": (lambda w: w.session.options.granularity, "str"),
-    "predict": (lambda w: w.session.options.predict, "bool"),
-    "heads": (lambda w: w.session.shape[1], "int"),
-    "batch": (lambda w: w.session.shape[0], "int"),
-    "tokens": (lambda w: w.session.shape[2], "int"),
-    "dim": (lambda w: w.session.shape[3], "int"),
-    "shape_text": (lambda w: w.shape_label.text(), "str"),
-    "counter": (lambda w: _frame_text(w, "counter"), "str"),
-    "working": (lambda w: _frame_text(w, "working"), "str"),
-    "step_count": (lambda w: getattr(_frame(w), "count", 0), "int"),
-    "step_index": (lambda w: getattr(_frame(w), "index", -1), "int"),
-    "summary": (lambda w: w.stepper.stepper.summary(), "str"),
-    "prediction": (_prediction_text, "str"),
-    "code": (lambda w: strategy_source(w.session.options.strategy), "str"),
-    "enlarged": (lambda w: _heatmaps(w).enlarged, "int_or_null"),
-    "vectors_text": (lambda w: "\n".join(w.state.vectors.dot_lines()), "str"),
-}
-
-
-def _make_check(name: str, read: Callable[[LessonWindow], object], kind: str) -> Operation:
-    def run(window: LessonWindow, equals: Any = None, contains: Any = None) -> str:
-        """Empty string if the expectation holds, else what was found instead."""
-        actual = read(window)
-        if equals is not None:
-            if kind == "grid":
-                ok = actual == [[None if c is None else float(c) for c in row] for row in equals]
-            else:
-                ok = actual == equals
-            if not ok:
-                return f"{name}: expected {equals!r}, found {actual!r}"
-        if contains is not None:
-            parts = contains if isinstance(contains, list) else [contains]
-            missing = [p for p in parts if p not in str(actual)]
-            if missing:
-                return f"{name}: expected to contain {missing!r}, found {actual!r}"
-        return ""
-
-    params = {
-        "equals": Param(kind, required=False),
-        "contains": Param("any", required=False),
-    }
-
-    def exactly_one(args: dict[str, Any]) -> str:
-        given = [k for k in ("equals", "contains") if k in args]
-        if len(given) == 0:
-            return "an expectation needs 'equals' or 'contains'"
-        contains = args.get("contains")
-        if contains is not None and not (
-            isinstance(contains, str)
-            or (isinstance(contains, list) and all(isinstance(c, str) for c in contains))
-        ):
-            return "'contains' takes a string or a list of strings"
-        return ""
-
-    return Operation(name, params, run, extra_check=exactly_one)
-
-
-def _check_cell(window: LessonWindow, i: int, j: int, equals: float | None) -> str:
-    grid = _grid_numbers(window)
-    if not (0 <= i < len(grid) and 0 <= j < len(grid[i])):
-        return f"cell ({i}, {j}): the grid is {len(grid)}×{len(grid[0]) if grid else 0}"
-    actual = grid[i][j]
-    if actual != (None if equals is None else float(equals)):
-        return f"cell ({i}, {j}): expected {equals!r}, found {actual!r}"
-    return ""
-
-
-CHECKS: dict[str, Operation] = {
-    name: _make_check(name, read, kind) for name, (read, kind) in READERS.items()
-}
-CHECKS["cell"] = Operation(
-    "cell",
-    {
-        "i": Param("int"),
-        "j": Param("int"),
-        "equals": Param("any", check=lambda v: "" if v is None or _is_number(v) else "a number"),
-    },
-    _check_cell,
-)
-
-
-def check_arguments(op: Operation, args: dict[str, Any], where: str) -> None:
-    """Raise LessonError if ``args`` do not fit ``op`` (unknown, missing or mistyped)."""
-    given = {k: v for k, v in args.items() if k not in ("do", "check")}
-    if not op.accepts_extra:
-        unknown = sorted(set(given) - set(op.params))
-        if unknown:
-            allowed = ", ".join(op.params) or "no arguments"
-            raise LessonError(
-                f"{where}: {op.name} takes no argument {', '.join(unknown)} (it takes {allowed})"
-            )
-    for name, param in op.params.items():
-        if name not in given:
-            if param.required:
-                raise LessonError(f"{where}: {op.name} needs the argument {name!r}")
-            continue
-        value = given[name]
-        label, test = TYPES[param.type]
-        if not test(value):
-            raise LessonError(f"{where}: {op.name}.{name} must be {label}, got {value!r}")
-        if param.check is not None:
-            problem = param.check(value)
-            if problem:
-                raise LessonError(f"{where}: {op.name}.{name}: {problem}")
-    if op.extra_check is not None:
-        problem = op.extra_check(args)
-        if problem:
-            raise LessonError(f"{where}: {op.name}: {problem}")

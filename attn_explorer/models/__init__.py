@@ -19,13 +19,7 @@ Never imports Qt. Public API:
 
 from attn_explorer.models.decoder.llama import DecoderModel, Generation, load_gguf
 from attn_explorer.models.discovery import FoundModel, find_models, is_bert_folder
-from attn_explorer.models.encoder.bert import (
-    BertModel,
-    ForwardResult,
-    ModelAttention,
-    TakenHead,
-    expected_shapes,
-)
+from attn_explorer.models.encoder.bert import BertModel, expected_shapes
 from attn_explorer.models.encoder.layers import erf, gelu, layer_norm
 from attn_explorer.models.encoder.tokenizer import Encoding, WordPieceTokenizer
 from attn_explorer.models.errors import MAX_TEXT_CHARS, ModelError, TextError
@@ -38,6 +32,7 @@ from attn_explorer.models.formats.config import (
 )
 from attn_explorer.models.formats.safetensors import SafetensorsFile, save_safetensors
 from attn_explorer.models.loading import AnyModel, load_model
+from attn_explorer.models.results import ForwardResult, ModelAttention, TakenHead
 from attn_explorer.models.summaries import SUMMARY_NAMES, HeadSummaries, head_summaries
 
 __all__ = [

@@ -7,223 +7,38 @@ scores or softmax weights are shown, and the newest :class:`GenerationState` of 
 decoder writing a continuation. Views subscribe to :class:`ModelSessionEvents` and read
 everything else from the session.
 
-The work itself is plain functions, :func:`compute_attention` and
-:func:`generate_tokens`, safe to call from a worker thread: they read only their
-request and the thread-safe :class:`ModelCache`, never the session. Layers and heads
-count from 0 here, as Python does; every sentence meant for a person counts them from
-1 ("layer 2 · head 3").
-
-One job at ~450 lines: the model view's state; the generation's part is its state too.
+One job: the model view's state. The work is apart, in plain functions safe on a
+worker thread that read only their request and the thread-safe model cache, never the
+session: the attention in :mod:`attn_explorer.models.requests`
+(:func:`~attn_explorer.models.requests.compute_attention`), the generation in
+:mod:`attn_explorer.models.generation`
+(:func:`~attn_explorer.models.generation.generate_tokens`). Layers and heads count from
+0 here, as Python does; every sentence meant for a person counts them from 1
+("layer 2 · head 3").
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from attn_explorer.compute import LOOP_BUDGET, STRATEGIES, Cancelled, estimate_loop_seconds
-from attn_explorer.models.decoder.llama import DecoderModel
-from attn_explorer.models.encoder.bert import ModelAttention, TakenHead
-from attn_explorer.models.loading import AnyModel, load_model
+from attn_explorer.compute import STRATEGIES
+from attn_explorer.models.generation import STOP_REASONS, GenerationRequest, GenerationState
+from attn_explorer.models.requests import (
+    AttentionRequest,
+    ModelCache,
+    RequestFailed,
+    answer,
+    never_stop,
+)
+from attn_explorer.models.results import ModelAttention, TakenHead
 from attn_explorer.state.events import Event
 from attn_explorer.state.views.colormaps import value_range
 
 #: (layer, head), counted from 0.
 Head = tuple[int, int]
-#: Why a generation ended, as the status line says it.
-STOP_REASONS = {
-    "end of turn": "the model ended its turn",
-    "max_new_tokens": "that was the most new tokens asked for",
-    "context": "the context is full",
-    "your stop": "stopped by you",
-}
-
-
-@dataclass(frozen=True)
-class AttentionRequest:
-    """One sentence (and an optional second one) for the model in ``folder`` (or .gguf file)."""
-
-    folder: str
-    text: str
-    pair: str | None = None
-    strategy: str = "batched"
-
-
-@dataclass(frozen=True)
-class RequestFailed:
-    """The answer to a request that could not be run: one sentence for the status line."""
-
-    message: str
-
-
-class ModelCache:
-    """Loaded models by folder, shared between the GUI thread and the worker."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._models: dict[str, AnyModel] = {}
-
-    def get(self, folder: str) -> AnyModel:
-        """The model in ``folder`` (or a .gguf file), loaded on first use (``ModelError``)."""
-        with self._lock:
-            if folder not in self._models:
-                self._models[folder] = load_model(folder)
-            return self._models[folder]
-
-    def loaded(self, folder: str) -> AnyModel | None:
-        """The model in ``folder`` if it is loaded already, else None (never loads)."""
-        with self._lock:
-            return self._models.get(folder)
-
-
-def _never_stop() -> bool:
-    return False
-
-
-def compute_attention(
-    cache: ModelCache,
-    request: AttentionRequest,
-    should_stop: Callable[[], bool] = _never_stop,
-) -> ModelAttention:
-    """Load (or reuse) the model and run the sentence; the loop strategy is guarded by its ETA.
-
-    The loop is refused with a ``ValueError`` when its estimate for all layers is over
-    ``LOOP_BUDGET.result``. Raises ``Cancelled`` when ``should_stop()`` turns true
-    after the model is loaded (a newer request superseded this one).
-    """
-    model = cache.get(request.folder)
-    if should_stop():
-        raise Cancelled()
-    if isinstance(model, DecoderModel):  # one batched causal pass; a second text is refused
-        return model.attention(request.text, request.pair)
-    if request.strategy == "loop":
-        config = model.config
-        length = len(model.encode(request.text, request.pair).tokens)
-        shape = (1, config.num_attention_heads, length, config.head_size)  # (B, H, T, d_head)
-        eta = estimate_loop_seconds(shape, shape) * config.num_hidden_layers
-        if eta > LOOP_BUDGET.result:
-            raise ValueError(
-                f"The loop strategy would take about {eta:.0f} s for {length} tokens; "
-                "use matmul or batched, or a shorter sentence."
-            )
-    return model.attention(request.text, request.pair, strategy=request.strategy)
-
-
-def answer(
-    cache: ModelCache, request: AttentionRequest, should_stop: Callable[[], bool] = _never_stop
-) -> ModelAttention | RequestFailed:
-    """:func:`compute_attention`, with every failure turned into a message (never raised).
-
-    Only ``Cancelled`` passes through, so the worker can drop a superseded request.
-    """
-    try:
-        return compute_attention(cache, request, should_stop)
-    except Cancelled:
-        raise
-    except Exception as exc:  # a bad folder, bad text, the loop budget, a broken file...
-        return RequestFailed(str(exc) or type(exc).__name__)
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """Continue ``prompt`` with the decoder in ``folder``: greedy, up to ``max_new_tokens``."""
-
-    folder: str
-    prompt: str
-    max_new_tokens: int = 20
-    chat: bool = False
-
-
-@dataclass(frozen=True)
-class GenerationState:
-    """A continuation so far: the tokens, the text and each step's attention row.
-
-    ``rows[s]`` is (L, H, 1, t_s): the weights of the query row that chose new token s
-    against every cached key (t_s = prompt + s tokens). ``done`` is False while tokens
-    still come; ``stopped`` then says why ('end of turn', 'max_new_tokens', 'context',
-    'stopped by you').
-    """
-
-    prompt_tokens: list[str]
-    tokens: list[str]
-    text: str
-    rows: list[np.ndarray]
-    max_new_tokens: int
-    done: bool = False
-    stopped: str = ""
-
-    def matrix(self, layer: int, head: int) -> np.ndarray:
-        """(S, t_max) weights of one head: row s is step s's query row, NaN past its keys.
-
-        The staircase grows by one row per token: the sequence dimension remains, each
-        new query row is scored against every cached key.
-        """
-        steps = len(self.rows)
-        width = self.rows[-1].shape[-1] if steps else 0
-        out = np.full((steps, width), np.nan, dtype=np.float32)  # (S, t_max)
-        for s, row in enumerate(self.rows):
-            out[s, : row.shape[-1]] = row[layer, head, 0]  # (t_s,)
-        return out
-
-    def query_tokens(self) -> list[str]:
-        """The token whose query row chose each new token: the prompt's last, then each new."""
-        if not self.rows:
-            return []
-        return [self.prompt_tokens[-1], *self.tokens[: len(self.rows) - 1]]
-
-    def key_tokens(self) -> list[str]:
-        """Every key the newest row reads: the prompt and the new tokens before the last."""
-        return [*self.prompt_tokens, *self.tokens[: max(0, len(self.rows) - 1)]]
-
-
-def generate_tokens(
-    cache: ModelCache,
-    request: GenerationRequest,
-    report: Callable[[GenerationState], None],
-    should_stop: Callable[[], bool] = _never_stop,
-) -> GenerationState:
-    """Load the decoder and write the continuation, reporting after every token.
-
-    ``report`` hears a :class:`GenerationState` per new token (any thread: the caller
-    carries it to the GUI). Raises ``Cancelled`` when ``should_stop()`` turns true, and
-    ``ValueError`` (with the next step) when the model is an encoder.
-    """
-    model = cache.get(request.folder)
-    if not isinstance(model, DecoderModel):
-        raise ValueError(
-            f"{model.name or 'This model'} is an encoder (BERT): it reads, it does not "
-            "write. Choose a .gguf decoder such as SmolLM2 to generate."
-        )
-    prompt = request.prompt
-    if request.chat:
-        prompt = model.chat_prompt(prompt)
-    prompt_tokens = model.readable(model.tokenizer.encode(prompt))
-    ids: list[int] = []
-    rows: list[np.ndarray] = []
-
-    def on_token(token_id: int, row: np.ndarray) -> None:
-        ids.append(token_id)
-        rows.append(row)
-        report(
-            GenerationState(
-                prompt_tokens,
-                model.readable(ids),
-                model.tokenizer.decode(ids),
-                list(rows),
-                request.max_new_tokens,
-            )
-        )
-        if should_stop():
-            raise Cancelled()
-
-    result = model.generate(request.prompt, request.max_new_tokens, request.chat, on_token)
-    return GenerationState(
-        result.prompt_tokens, result.tokens, result.text, result.steps,
-        request.max_new_tokens, done=True, stopped=result.stopped,
-    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -349,7 +164,7 @@ class ModelSession:
         return request
 
     def run(
-        self, request: AttentionRequest, should_stop: Callable[[], bool] = _never_stop
+        self, request: AttentionRequest, should_stop: Callable[[], bool] = never_stop
     ) -> ModelAttention | RequestFailed:
         """Answer ``request`` (any thread): the attention, or why there is none."""
         return answer(self.cache, request, should_stop)

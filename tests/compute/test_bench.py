@@ -2,7 +2,9 @@
 
 import json
 
-from attn_explorer.cli.bench import Timing, format_tables, round_robin, run_bench
+from attn_explorer.cli.bench import run_bench
+from attn_explorer.cli.bench_measure import Timing, round_robin
+from attn_explorer.cli.bench_tables import format_tables
 
 
 def test_quick_json_has_every_column(capsys):

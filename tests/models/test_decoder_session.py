@@ -9,14 +9,9 @@ import pytest
 
 from attn_explorer.compute import Cancelled
 from attn_explorer.models import discovery, find_models, load_model
-from attn_explorer.models.session import (
-    AttentionRequest,
-    GenerationRequest,
-    ModelCache,
-    ModelSession,
-    compute_attention,
-    generate_tokens,
-)
+from attn_explorer.models.generation import GenerationRequest, generate_tokens
+from attn_explorer.models.requests import AttentionRequest, ModelCache, compute_attention
+from attn_explorer.models.session import ModelSession
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
 

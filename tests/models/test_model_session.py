@@ -11,17 +11,15 @@ import pytest
 
 from attn_explorer.compute import LOOP_BUDGET, Cancelled
 from attn_explorer.models import load_model
-from attn_explorer.models import session as session_module
-from attn_explorer.models.session import (
+from attn_explorer.models import requests as requests_module
+from attn_explorer.models.requests import (
     AttentionRequest,
     ModelCache,
-    ModelSession,
     RequestFailed,
     answer,
     compute_attention,
-    head_name,
-    shown_values,
 )
+from attn_explorer.models.session import ModelSession, head_name, shown_values
 
 
 class Recorder:
@@ -205,14 +203,14 @@ def test_loop_is_refused_over_the_shared_budget(tiny_model_dir, monkeypatch):
     cache = ModelCache()
     layers = 2  # the tiny model's
     monkeypatch.setattr(
-        session_module, "estimate_loop_seconds", lambda q, k: LOOP_BUDGET.result / layers * 1.5
+        requests_module, "estimate_loop_seconds", lambda q, k: LOOP_BUDGET.result / layers * 1.5
     )
     with pytest.raises(ValueError, match="loop strategy would take"):
         compute_attention(cache, request)
     failed = answer(cache, request)
     assert isinstance(failed, RequestFailed) and "matmul or batched" in failed.message
     monkeypatch.setattr(
-        session_module, "estimate_loop_seconds", lambda q, k: LOOP_BUDGET.result / layers * 0.5
+        requests_module, "estimate_loop_seconds", lambda q, k: LOOP_BUDGET.result / layers * 0.5
     )
     assert compute_attention(cache, request).strategy == "loop"
 

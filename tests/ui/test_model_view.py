@@ -70,8 +70,8 @@ def test_click_enlarges_and_take_head_emits_the_arrays(qtbot, view, tiny_dir):
     qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=10_000)
     view.summary_table.cellClicked.emit(1, 0)  # a click on the table picks layer 1, head 0
     assert view.selected_head == (1, 0)
-    np.testing.assert_array_equal(view._detail_image.image, view.result.weights[1, 0])
-    ticks = view._detail_plot.getAxis("bottom")._tickLevels[0]
+    np.testing.assert_array_equal(view.detail.image.image, view.result.weights[1, 0])
+    ticks = view.detail.getPlotItem().getAxis("bottom")._tickLevels[0]
     assert [label for _, label in ticks] == view.result.tokens
 
     with qtbot.waitSignal(view.headTaken) as blocker:
@@ -221,10 +221,11 @@ def test_enlarged_head_title_axes_and_colour_bar_are_whole(qtbot, view, twelve_d
     show_result(qtbot, view, twelve_dir, size, "the cat sat on the mat and the dog ran " * 2)
     view.select_head(3, 5)
     qtbot.wait(20)
-    plot = view._detail_plot
+    plot = view.detail.getPlotItem()
     scene = view.detail.sceneRect()
     assert plot.titleLabel.text == "layer 4 · head 6"
-    for item in (plot.titleLabel, plot.getAxis("left"), plot.getAxis("bottom"), view._colorbar):
+    colorbar = view.detail.colorbar
+    for item in (plot.titleLabel, plot.getAxis("left"), plot.getAxis("bottom"), colorbar):
         assert inside(scene, item.sceneBoundingRect()), item
     placed = QRect(view.detail.mapTo(view, QPoint(0, 0)), view.detail.size())
     assert view.rect().contains(placed)  # the plot itself is not cut by the dock
@@ -236,7 +237,7 @@ def test_token_labels_are_thinned_never_overlapping(qtbot, view, twelve_dir):
     show_result(qtbot, view, twelve_dir, (564, 625), "the cat sat on the mat and the dog ran " * 2)
     tokens = view.result.tokens
     for name in ("left", "bottom"):
-        axis = view._detail_plot.getAxis(name)
+        axis = view.detail.getPlotItem().getAxis(name)
         assert [label for _, label in axis._tickLevels[0]] == tokens  # every token ticked
         picture = QPicture()
         painter = QPainter(picture)
@@ -256,13 +257,13 @@ def test_colours_come_from_colormaps(qtbot, view, tiny_dir):
     qtbot.waitUntil(lambda: view.result is not None, timeout=10_000)
     _, item = view._thumbnails[(0, 0)]
     np.testing.assert_array_equal(item.lut, lut("sequential"))
-    bar = view._colorbar.colorMap().getLookupTable(nPts=256)
+    bar = view.detail.colorbar.colorMap().getLookupTable(nPts=256)
     np.testing.assert_array_equal(bar[:, :3], lut("sequential"))
     view.set_show_scores(True)
     np.testing.assert_array_equal(item.lut, lut("diverging"))
-    bar = view._colorbar.colorMap().getLookupTable(nPts=256)
+    bar = view.detail.colorbar.colorMap().getLookupTable(nPts=256)
     np.testing.assert_array_equal(bar[:, :3], lut("diverging"))
-    assert view._colorbar.axis.labelText == "raw score Q·Kᵀ"
+    assert view.detail.colorbar.axis.labelText == "raw score Q·Kᵀ"
 
 
 def test_hover_on_the_enlarged_head_reads_the_selected_head(qtbot, view, tiny_dir):
@@ -349,9 +350,9 @@ def test_enlarged_head_fits_inside_its_widget(qtbot, view, minilm_dir, size):
     show_result(qtbot, view, minilm_dir, size, "the cat sat on the mat and the dog ran " * 2)
     view.select_head(1, 11)
     qtbot.wait(20)
-    plot, shown = view._detail_plot, view.detail.viewport().rect().toRectF()
+    plot, shown = view.detail.getPlotItem(), view.detail.viewport().rect().toRectF()
     assert plot.titleLabel.text == "layer 2 · head 12"
-    for item in (plot.titleLabel, view._colorbar, view._colorbar.axis):
+    for item in (plot.titleLabel, view.detail.colorbar, view.detail.colorbar.axis):
         rect = view.detail.mapFromScene(item.sceneBoundingRect()).boundingRect().toRectF()
         assert rect.width() > 0 and inside(shown, rect), item
     placed = QRect(view.detail.mapTo(view, QPoint(0, 0)), view.detail.size())

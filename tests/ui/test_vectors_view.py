@@ -39,3 +39,30 @@ def test_dimension_boxes_follow_the_plot_after_d_shrinks_and_grows(qtbot):
         view.redraw()
     assert state.vectors.dims == (0, 1)
     assert (view.first_dim.value(), view.second_dim.value()) == (1, 2)
+
+
+def test_arrowheads_and_labels_follow_the_tokens_and_the_selection(qtbot):
+    """Every arrow labelled while there are few tokens; past MAX_DECORATED only the chosen."""
+    from attn_explorer.ui.vectors.arrow_plot import MAX_DECORATED
+
+    state = AppState()
+    view = VectorsView(state.vectors)
+    qtbot.addWidget(view)
+    view.show()
+    session = state.session
+    state.vectors.select_cell(0, 1)
+    view.redraw()
+    tokens = session.tokens
+    shown = [item for item in view.decorations.labels if item.isVisible()]
+    expected = [f"q{n + 1} {t}" for n, t in enumerate(tokens)]
+    expected += [f"k{n + 1} {t}" for n, t in enumerate(tokens)]
+    assert [item.textItem.toPlainText() for item in shown] == expected
+    bold = [item.textItem.toPlainText() for item in shown if item.textItem.font().bold()]
+    assert bold == [f"q1 {tokens[0]}", f"k2 {tokens[1]}"]
+
+    assert session.resize(tokens=MAX_DECORATED + 1)
+    view.redraw()
+    shown = [item for item in view.decorations.labels if item.isVisible()]
+    assert len(shown) == 2  # only q_i and k_j keep their labels
+    arrows = [item for item in view.decorations.arrows if item.isVisible()]
+    assert 0 < len(arrows) <= 2

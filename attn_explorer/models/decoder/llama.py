@@ -31,9 +31,9 @@ from attn_explorer.models.decoder.weights import (
     DecoderWeights,
     LayerWeights,
 )
-from attn_explorer.models.encoder.bert import ModelAttention
 from attn_explorer.models.errors import ModelError, TextError, check_text
 from attn_explorer.models.formats.gguf_file import GGUFFile
+from attn_explorer.models.results import ModelAttention
 
 #: Largest (scores + weights) a single ``attention`` call keeps: L·H·T²·8 bytes.
 MAX_RECORD_BYTES = 1 << 30

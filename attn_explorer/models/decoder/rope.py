@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attn_explorer.models.decoder.llama import apply_rope, rope_tables
-from attn_explorer.models.encoder.bert import ModelAttention
+from attn_explorer.models.results import ModelAttention
 
 #: Δ = 0 … this many tokens, by default.
 MAX_DISTANCE = 256

@@ -12,8 +12,9 @@ float32: the weights are float32 views of the memory-mapped file, except each
 layer's query, key and value, joined into one array at load (3·hidden² floats a
 layer: 10 MB for MiniLM) so that one matmul projects all three.
 
-One job at ~520 lines: the forward pass and what it records for the explorer; the
-layers, the tokenizer, the weights file and the configuration have their own modules.
+One job: the forward pass and the weights it reads. What it returns (``ModelAttention``,
+``ForwardResult``) is in :mod:`attn_explorer.models.results`; the layers, the tokenizer,
+the weights file and the configuration have their own modules.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from attn_explorer.models.encoder.tokenizer import Encoding, WordPieceTokenizer
 from attn_explorer.models.errors import ModelError, check_text
 from attn_explorer.models.formats.config import BertConfig, read_config, read_tokenizer_config
 from attn_explorer.models.formats.safetensors import SafetensorsFile
-from attn_explorer.models.summaries import HeadSummaries, head_summaries
+from attn_explorer.models.results import ForwardResult, ModelAttention
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -224,108 +224,6 @@ def read_weights(tensors: SafetensorsFile, config: BertConfig) -> dict[str, np.n
             "is this a BertModel checkpoint with the same number of layers?"
         )
     return weights
-
-
-class TakenHead(TypedDict):
-    """One head as the explorer takes it (``ModelView.headTaken``'s payload).
-
-    ``query``/``key``/``value`` are (T, d_head) float64; ``layer`` and ``head``
-    count from 0.
-    """
-
-    tokens: list[str]
-    query: np.ndarray
-    key: np.ndarray
-    value: np.ndarray
-    layer: int
-    head: int
-    model_name: str
-    causal: bool
-
-
-@dataclass(frozen=True)
-class ModelAttention:
-    """What one sentence does inside the model: tokens and every layer's attention.
-
-    ``query``, ``key``, ``value`` are (L, H, T, d_head); ``scores`` (raw Q·Kᵀ, before
-    the 1/√d_head scale) and ``weights`` (softmax rows) are (L, H, T, T), rows =
-    query token i, columns = key token j. ``hidden_states`` is (L + 1, T, hidden):
-    the embeddings, then each layer's output. All float32.
-
-    A decoder (``causal`` True) adds ``logits`` (T, vocab) and ``kv_heads`` (H,): query
-    head h reads key/value head ``kv_heads[h]``, and ``key``/``value`` are the shared
-    (L, H_kv, T, d_head) heads, not repeated copies; ``weights`` are 0 above the diagonal.
-    """
-
-    tokens: list[str]
-    input_ids: np.ndarray
-    token_type_ids: np.ndarray
-    query: np.ndarray
-    key: np.ndarray
-    value: np.ndarray
-    scores: np.ndarray
-    weights: np.ndarray
-    hidden_states: np.ndarray
-    scale: float
-    strategy: str
-    model_name: str = ""
-    truncated: bool = False
-    full_length: int = 0
-    causal: bool = False
-    logits: np.ndarray | None = None
-    kv_heads: np.ndarray | None = None
-
-    def kv_head(self, head: int) -> int:
-        """The key/value head query head ``head`` reads (itself unless heads share keys)."""
-        return int(head if self.kv_heads is None else self.kv_heads[head])
-
-    @property
-    def last_hidden_state(self) -> np.ndarray:
-        """(T, hidden): the final layer's output for each token."""
-        return self.hidden_states[-1]
-
-    @property
-    def notice(self) -> str:
-        """A sentence for the user when the input was cut, else ''."""
-        if not self.truncated:
-            return ""
-        return (
-            f"The input has {self.full_length} tokens; the model takes at most "
-            f"{len(self.tokens)}, so it was truncated."
-        )
-
-    def summaries(self) -> HeadSummaries:
-        """Per-head entropy and [CLS] / [SEP] / previous-token attention, each (L, H)."""
-        return head_summaries(self.weights, self.tokens)
-
-    def head(self, layer: int, head: int) -> TakenHead:
-        """One head as the explorer takes it: tokens and (T, d_head) float64 Q, K, V.
-
-        A query head that shares its key/value head takes that shared K and V.
-        """
-        return {
-            "tokens": list(self.tokens),
-            "query": self.query[layer, head].astype(np.float64),
-            "key": self.key[layer, self.kv_head(head)].astype(np.float64),
-            "value": self.value[layer, self.kv_head(head)].astype(np.float64),
-            "layer": int(layer),
-            "head": int(head),
-            "model_name": self.model_name,
-            "causal": self.causal,  # a decoder's head: the explorer hides later keys too
-        }
-
-
-@dataclass(frozen=True)
-class ForwardResult:
-    """Batched forward pass: (B, L, H, T, …) attention arrays and (B, L + 1, T, hidden) states."""
-
-    query: np.ndarray
-    key: np.ndarray
-    value: np.ndarray
-    scores: np.ndarray
-    weights: np.ndarray
-    hidden_states: np.ndarray
-    scale: float
 
 
 class BertModel:

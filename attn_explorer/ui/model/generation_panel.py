@@ -2,7 +2,7 @@
 
 A thin view over the generation part of :class:`~attn_explorer.models.session.ModelSession`.
 **Generate** sends the sentence as the prompt (optionally as a chat turn) to
-:func:`~attn_explorer.models.session.generate_tokens` in a
+:func:`~attn_explorer.models.generation.generate_tokens` in a
 :class:`~attn_explorer.ui.common.workers.LatestRunner`; each new token comes back by signal on
 the GUI thread and is written at once, with a progress bar (tokens so far of the most
 asked for). The plot shows the selected head's attention rows, one per new token: the
@@ -31,12 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer.models.session import (
-    GenerationState,
-    ModelSession,
-    generate_tokens,
-    head_name,
-)
+from attn_explorer.models.generation import GenerationState, generate_tokens
+from attn_explorer.models.session import ModelSession, head_name
 from attn_explorer.state.views.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map

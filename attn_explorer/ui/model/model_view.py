@@ -13,21 +13,22 @@ how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continu
 "Positions" tab (:mod:`.position_panel`) plots how RoPE turns a head's q·k with distance.
 Before the first result a placeholder says what to do; errors go to the status line.
 
-One job at ~610 lines: the dock's controls and their wiring to the session; its
-drawing pieces (token axis, heatmap item, thumbnail grid) are in :mod:`.model_grid`,
-the generation tab in :mod:`.generation_panel`, the positions tab in
-:mod:`.position_panel`, the install offer (no model found) in :mod:`.install_panel`.
+One job: the dock's controls and their wiring to the session. Its drawing pieces
+(token axis, heatmap item, thumbnail grid) are in :mod:`.model_grid`, the enlarged
+head in :mod:`.head_detail`, the grid-and-tabs splitter in :mod:`.heads_splitter`,
+the summaries tab in :mod:`.summary_panel`, the generation tab in
+:mod:`.generation_panel`, the positions tab in :mod:`.position_panel` and the
+install offer (no model found) in :mod:`.install_panel`.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QSignalBlocker, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -39,32 +40,26 @@ from PySide6.QtWidgets import (
     QMenu,
     QPushButton,
     QSizePolicy,
-    QSplitter,
     QStackedWidget,
-    QTableWidget,
-    QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from attn_explorer.compute import STRATEGIES
-from attn_explorer.models import SUMMARY_NAMES, ModelAttention, find_models
+from attn_explorer.models import ModelAttention, find_models
 from attn_explorer.models.discovery import SMOLLM2_INSTALL
 from attn_explorer.models.install import Installable, forget_import_caches
 from attn_explorer.models.session import Head, ModelSession, head_name
 from attn_explorer.state.views.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.generation_panel import GenerationPanel
+from attn_explorer.ui.model.head_detail import HeadDetail
+from attn_explorer.ui.model.heads_splitter import HeadsSplitter
 from attn_explorer.ui.model.install_panel import InstallPanel
-from attn_explorer.ui.model.model_grid import (
-    TEXT_RGB,
-    HeatmapItem,
-    ThumbnailGrid,
-    TokenAxis,
-    color_map,
-)
+from attn_explorer.ui.model.model_grid import HeatmapItem, ThumbnailGrid
 from attn_explorer.ui.model.position_panel import PositionPanel
+from attn_explorer.ui.model.summary_panel import SummaryPanel
 
 #: Pause after the last key stroke (or pick) before the model runs: typing never queues
 #: stale work.
@@ -73,8 +68,6 @@ DEBOUNCE_MS = 300
 SAMPLE_SENTENCE = "The cat sat on the mat because it was tired."
 #: How long ``shutdown`` waits for a forward pass that is already running.
 SHUTDOWN_WAIT_S = 5.0
-#: The enlarged head's least size (pixels) before any tokens; long tokens widen it.
-DETAIL_MIN_PX = (200, 180)
 PLACEHOLDER = (
     "<p><b>No attention to show yet.</b></p>"
     "<ol><li>Choose a model above, or <i>Open…</i> a BERT folder or a .gguf file</li>"
@@ -102,7 +95,6 @@ class ModelView(QWidget):
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
-        self._color_maps = {name: color_map(name) for name in ("sequential", "diverging")}
         self._build_inputs()
         self._build_views()
         self._build_layout()
@@ -158,30 +150,7 @@ class ModelView(QWidget):
 
         self.grid = ThumbnailGrid(self._on_head_clicked, self._on_heatmap_hovered)
 
-        left, bottom = TokenAxis("left"), TokenAxis("bottom")
-        self.detail = pg.PlotWidget(axisItems={"left": left, "bottom": bottom})
-        self.detail.setBackground("w")
-        self.detail.setMinimumSize(*DETAIL_MIN_PX)  # token axes and colour bar stay whole
-        self._detail_plot = self.detail.getPlotItem()
-        self._detail_plot.setMenuEnabled(False)
-        self._detail_plot.hideButtons()
-        box = self._detail_plot.getViewBox()
-        box.invertY(True)  # query i = 1 at the top, as in a matrix
-        box.setMouseEnabled(False, False)
-        left.setLabel("query i")
-        bottom.setLabel("key j")
-        self._detail_image = HeatmapItem(None, self._on_head_clicked, self._on_heatmap_hovered)
-        self._detail_plot.addItem(self._detail_image)
-        self._colorbar = pg.ColorBarItem(
-            values=(0, 1),
-            colorMap=self._color_maps["sequential"],
-            interactive=False,
-            colorMapMenu=False,
-            width=14,  # a slim bar: the dock is narrow, and its numbers matter more
-        )
-        self._colorbar.setImageItem(self._detail_image, insert_in=self._detail_plot)
-        self._colorbar.axis.setTextPen(TEXT_RGB)
-        self._colorbar.axis.setPen(TEXT_RGB)
+        self.detail = HeadDetail(self._on_head_clicked, self._on_heatmap_hovered)
         self.hover_label = QLabel(" ")
         self.hover_label.setTextFormat(Qt.TextFormat.PlainText)  # tokens are text, never HTML
         self.hover_label.setWordWrap(True)
@@ -191,16 +160,8 @@ class ModelView(QWidget):
         self.take_button.setToolTip("Take this head's tokens and Q, K, V into the explorer")
         self.take_button.setEnabled(False)
 
-        self.summary_combo = QComboBox()
-        self.summary_combo.setMinimumContentsLength(8)  # long names elide in a narrow dock
-        self.summary_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        for key, label in SUMMARY_NAMES.items():
-            self.summary_combo.addItem(label, key)
-        self.summary_table = QTableWidget()
-        self.summary_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.summary_table.setMinimumHeight(60)
+        self.summaries = SummaryPanel()
+        self.summary_table = self.summaries.table  # what the tests click
         self.generation = GenerationPanel(self.session)
         self.positions = PositionPanel(self.session)
 
@@ -225,32 +186,16 @@ class ModelView(QWidget):
         under_head.addWidget(self.hover_label, 1)
         under_head.addWidget(self.take_button, 0, Qt.AlignmentFlag.AlignTop)
         head_layout.addLayout(under_head)
-        summary_panel = QWidget()
-        summary_layout = QVBoxLayout(summary_panel)
-        summary_layout.setContentsMargins(0, 4, 0, 0)
-        summary_row = QHBoxLayout()
-        summary_row.addWidget(QLabel("Show:"))
-        summary_row.addWidget(self.summary_combo, 1)
-        summary_layout.addLayout(summary_row)
-        summary_layout.addWidget(self.summary_table, 1)
         # The enlarged head and the summaries share one pane: each gets all of its room
         # (a table squeezed under the heads showed one row).
         self.lower_tabs = QTabWidget()
         self.lower_tabs.addTab(head_panel, "Selected head")
-        self.lower_tabs.addTab(summary_panel, "Summary per head")
+        self.lower_tabs.addTab(self.summaries, "Summary per head")
         self.lower_tabs.addTab(self.generation, "Generate")
         self.lower_tabs.addTab(self.positions, "Positions")
         self.lower_tabs.setDocumentMode(True)
-        # The grid above the tabs, or beside them when that gives bigger cells (_arrange).
-        self._heads = heads = QSplitter(Qt.Orientation.Vertical)
-        heads.setChildrenCollapsible(False)
-        heads.addWidget(self.grid)
-        heads.addWidget(self.lower_tabs)
-        heads.setStretchFactor(0, 0)  # the grid keeps the size that fits its cells
-        heads.setStretchFactor(1, 1)
-        heads.splitterMoved.connect(self._on_split_dragged)
-        heads.installEventFilter(self)  # re-arrange when its room changes
-        self._split_by_user = False
+        # The grid above the tabs, or beside them when that gives bigger cells.
+        self._heads = heads = HeadsSplitter(self.grid, self.lower_tabs, self.detail)
 
         self._pages = QStackedWidget()
         start_page = QWidget()
@@ -292,7 +237,7 @@ class ModelView(QWidget):
         self.pair_edit.textChanged.connect(self.session.set_pair)
         self.strategy_combo.currentTextChanged.connect(self.session.set_strategy)
         self.scores_check.toggled.connect(self.session.set_show_scores)
-        self.summary_combo.currentIndexChanged.connect(self._refresh_summaries)
+        self.summaries.combo.currentIndexChanged.connect(self._refresh_summaries)
         self.summary_table.cellClicked.connect(self._on_summary_clicked)
         self.take_button.clicked.connect(self.take_head)
         self.generation.started.connect(lambda: self.lower_tabs.setCurrentWidget(self.generation))
@@ -434,57 +379,10 @@ class ModelView(QWidget):
             self._job_done.wait(SHUTDOWN_WAIT_S)
             self._job_done = None
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self._heads and event.type() == QEvent.Type.Resize:
-            self._arrange()
-        return super().eventFilter(watched, event)
-
-    def _arrange(self) -> None:
-        """Grid above or beside the head, whichever gives bigger cells; size it to its cells.
-
-        A 6 × 12 grid (MiniLM) in a tall dock goes above, a square 12 × 12 in a wide one
-        beside. Its pane gets just the room its square cells fill, the head the rest,
-        until the user drags the splitter.
-        """
-        room, grid = self._heads.size(), self.grid
-        if grid.shape is None or room.isEmpty():
-            return
-        width, height = room.width(), room.height()
-        beside = width - self.detail.minimumWidth() - 2 * self._heads.handleWidth()
-        above = height // 2
-        cell_beside = grid.cell_for(min(beside, width * 3 // 5), height)
-        cell_above = grid.cell_for(width, above)
-        wanted = (
-            Qt.Orientation.Horizontal
-            if beside > 0 and cell_beside > cell_above
-            else Qt.Orientation.Vertical
-        )
-        if self._heads.orientation() != wanted:
-            self._heads.setOrientation(wanted)
-            self._split_by_user = False
-        if self._split_by_user:
-            return
-        if wanted == Qt.Orientation.Vertical:
-            fits = grid.size_for(cell_above)
-            bar = grid.horizontalScrollBar().sizeHint().height() if fits.width() > width else 0
-            need = min(fits.height() + bar, above)  # too many layers: the grid scrolls
-            self._heads.setSizes([need, max(1, height - need)])
-        else:
-            need = grid.size_for(cell_beside).width()
-            self._heads.setSizes([need, max(1, width - need)])
-
     def _hold_detail_width(self) -> None:
-        """Never narrower than the enlarged head's axes, image and colour bar need.
-
-        A dock that cannot give that room is held wider instead of cutting off the
-        colour bar; the grid is then arranged knowing how wide the head must be.
-        """
-        needed = math.ceil(self._detail_plot.layout.minimumWidth()) + 2
-        self.detail.setMinimumWidth(max(DETAIL_MIN_PX[0], needed))
-        self._arrange()
-
-    def _on_split_dragged(self, *_: object) -> None:
-        self._split_by_user = True
+        """The enlarged head keeps the width its axes need; the grid is arranged knowing it."""
+        self.detail.hold_width()
+        self._heads.arrange()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.shutdown()
@@ -552,11 +450,7 @@ class ModelView(QWidget):
                 "A decoder reads one text, in one batched pass" if result.causal else ""
             )
         self._pages.setCurrentIndex(1)
-        tokens = result.tokens
-        for name in ("left", "bottom"):
-            axis = self._detail_plot.getAxis(name)
-            if isinstance(axis, TokenAxis):
-                axis.set_tokens(tokens)
+        self.detail.set_tokens(result.tokens)
         self._hold_detail_width()
         QTimer.singleShot(0, self, self._hold_detail_width)  # again once the axes have tokens
         self._refresh_images()
@@ -566,8 +460,7 @@ class ModelView(QWidget):
 
     def _on_selection(self, layer: int, head: int) -> None:
         self.grid.set_selected((layer, head))
-        with QSignalBlocker(self.summary_table):
-            self.summary_table.setCurrentCell(layer, head)
+        self.summaries.set_selected((layer, head))
         self._refresh_detail()
 
     @Slot()
@@ -584,32 +477,12 @@ class ModelView(QWidget):
         layer, head = self.session.selected_head
         shown = self.session.shown()
         values = shown.values[layer, head]  # (T, T): row = query i, column = key j
-        self._detail_image.setImage(values, autoLevels=False)
-        self._colorbar.setColorMap(self._color_maps[shown.colormap])
-        self._colorbar.setLevels(shown.levels)
-        self._colorbar.axis.setLabel(shown.label)
-        self._detail_plot.setTitle(head_name(layer, head), color=TEXT_RGB)
-        self._detail_plot.getViewBox().setRange(
-            xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0
-        )
+        self.detail.set_head(values, shown, head_name(layer, head))
 
     @Slot()
     def _refresh_summaries(self, *_: object) -> None:
         result = self.session.result
         if result is None:
             return
-        values = result.summaries().get(self.summary_combo.currentData())
-        n_layers, n_heads = values.shape
-        table = self.summary_table
-        with QSignalBlocker(table):
-            table.setRowCount(n_layers)
-            table.setColumnCount(n_heads)
-            table.setVerticalHeaderLabels([f"layer {layer + 1}" for layer in range(n_layers)])
-            table.setHorizontalHeaderLabels([f"head {head + 1}" for head in range(n_heads)])
-            for layer in range(n_layers):
-                for head in range(n_heads):
-                    item = QTableWidgetItem(f"{values[layer, head]:.2f}")
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                    table.setItem(layer, head, item)
-            table.setCurrentCell(*self.session.selected_head)
-        table.resizeColumnsToContents()
+        values = result.summaries().get(self.summaries.summary())
+        self.summaries.set_values(values, self.session.selected_head)

@@ -8,31 +8,20 @@ tip previews the arrow at once and writes the session at most every
 :data:`DRAG_WRITE_MS` (the other views follow within a frame or two); the drag's
 writes are one undo entry.
 
-One job at ~520 lines: drawing the arrows and taking the hand that moves them;
-the geometry is in :mod:`attn_explorer.compute.geometry` and the selection, text
-and drags in :mod:`attn_explorer.state.views.vectors`.
+One job: drawing the arrows and taking the hand that moves them. The view box and
+the arrowheads and labels are in :mod:`.arrow_plot`, the PNG / SVG painting in
+:mod:`.widget_image`, the geometry in :mod:`attn_explorer.compute.geometry` and the
+selection, text and drags in :mod:`attn_explorer.state.views.vectors`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import (
-    QBuffer,
-    QByteArray,
-    QIODevice,
-    QPoint,
-    QPointF,
-    QRectF,
-    QSize,
-    Qt,
-    QTimer,
-)
-from PySide6.QtGui import QColor, QFont, QHideEvent, QImage, QPainter
-from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtCore import QPointF, Qt, QTimer
+from PySide6.QtGui import QFont, QHideEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -47,57 +36,22 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.compute.geometry import project_onto
-from attn_explorer.render.figure import png_bytes
 from attn_explorer.state.storage.safe_files import write_atomic
 from attn_explorer.state.views.vectors import SNAP_STEPS, VectorsState
 from attn_explorer.ui.common.text import message_box
+from attn_explorer.ui.vectors.arrow_plot import (
+    KEY_COLOUR,
+    PROJECTION_COLOUR,
+    QUERY_COLOUR,
+    ArrowDecorations,
+    ArrowViewBox,
+)
+from attn_explorer.ui.vectors.widget_image import widget_image_bytes
 
 #: A drag writes the session at most this often (ms); the arrow itself moves at once.
 DRAG_WRITE_MS = 30
 #: How near (pixels) a press must be to a tip to grab it.
 GRAB_PIXELS = 14
-#: Above this many tokens, arrowheads and labels are drawn only for the selection.
-MAX_DECORATED = 24
-QUERY_COLOUR = QColor(31, 119, 180)
-KEY_COLOUR = QColor(230, 110, 0)
-PROJECTION_COLOUR = QColor(20, 150, 60)
-
-
-class _ArrowViewBox(pg.ViewBox):
-    """A ViewBox whose left-drag on an arrow's tip moves the tip instead of panning."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.grab: Callable[[QPointF], bool] = lambda scene_pos: False
-        self.move: Callable[[QPointF], None] = lambda view_pos: None
-        self.release: Callable[[], None] = lambda: None
-        self.click: Callable[[QPointF], None] = lambda scene_pos: None
-        self.context: Callable[[object], None] = lambda screen_pos: None
-        self._dragging = False
-
-    def mouseDragEvent(self, ev: object, axis: object = None) -> None:
-        if ev.button() != Qt.MouseButton.LeftButton:  # type: ignore[attr-defined]  # pyqtgraph event
-            super().mouseDragEvent(ev, axis)
-            return
-        if ev.isStart():  # type: ignore[attr-defined]  # pyqtgraph's MouseDragEvent
-            self._dragging = self.grab(ev.buttonDownScenePos())  # type: ignore[attr-defined]  # same
-        if not self._dragging:
-            super().mouseDragEvent(ev, axis)
-            return
-        ev.accept()  # type: ignore[attr-defined]  # pyqtgraph's MouseDragEvent
-        self.move(self.mapSceneToView(ev.scenePos()))  # type: ignore[attr-defined]  # same
-        if ev.isFinish():  # type: ignore[attr-defined]  # same
-            self._dragging = False
-            self.release()
-
-    def mouseClickEvent(self, ev: object) -> None:
-        button = ev.button()  # type: ignore[attr-defined]  # pyqtgraph's MouseClickEvent
-        if button == Qt.MouseButton.RightButton:
-            ev.accept()  # type: ignore[attr-defined]  # same
-            self.context(ev.screenPos())  # type: ignore[attr-defined]  # same
-        elif button == Qt.MouseButton.LeftButton:
-            ev.accept()  # type: ignore[attr-defined]  # same
-            self.click(ev.scenePos())  # type: ignore[attr-defined]  # same
 
 
 class VectorsView(QWidget):
@@ -168,7 +122,7 @@ class VectorsView(QWidget):
         self.caption.setWordWrap(True)
         layout.addWidget(self.caption)
 
-        self.view_box = _ArrowViewBox()
+        self.view_box = ArrowViewBox()
         self.plot = pg.PlotWidget(viewBox=self.view_box, background="w")
         self.plot.setObjectName("vectors_plot")
         self.plot.setMinimumSize(160, 140)
@@ -208,9 +162,7 @@ class VectorsView(QWidget):
             self.selected_query, self.selected_key, self.query_tips, self.key_tips,
         ):  # fmt: skip
             self.plot.addItem(item)
-        self._arrow_items: list[pg.ArrowItem] = []  # arrowheads, kept between redraws
-        self._label_items: list[pg.TextItem] = []  # token labels, likewise
-        self._styles: dict[int, tuple[object, ...]] = {}  # item id → what it shows now
+        self.decorations = ArrowDecorations(self.plot)  # arrowheads and token labels
         layout.addWidget(self.plot, 1)
 
         legend = QLabel(
@@ -293,7 +245,8 @@ class VectorsView(QWidget):
             shafts.setData(pairs[:, 0], pairs[:, 1])
             tips.setData(points[:, 0], points[:, 1])
         self._draw_selection()
-        self._draw_decorations()
+        sel = state.selection
+        self.decorations.draw(self.tips, self.session.tokens, sel.query, sel.key)
         if self.state.dragging is None:  # never move the ground under a dragging hand
             self._fit()
         title, first, second = state.dot_lines()
@@ -333,65 +286,6 @@ class VectorsView(QWidget):
             foot = project_onto(k_tip, q_tip)
             self.projection_line.setData([0, foot[0]], [0, foot[1]])
             self.drop_line.setData([k_tip[0], foot[0]], [k_tip[1], foot[1]])
-
-    def _draw_decorations(self) -> None:
-        """Arrowheads and token labels: all of them for a few tokens, else the selection's.
-
-        The items are kept and moved, never built again: a drag redraws on every mouse
-        move, and creating a few dozen graphics items each time took 10–25 ms.
-        """
-        sel = self.state.selection
-        tokens = self.session.tokens
-        few = len(tokens) <= MAX_DECORATED
-        heads: list[tuple[float, float, float, bool, QColor]] = []
-        labels: list[tuple[float, float, str, bool, QColor, bool]] = []
-        for matrix, colour, letter, chosen in (
-            ("query", QUERY_COLOUR, "q", sel.query),
-            ("key", KEY_COLOUR, "k", sel.key),
-        ):
-            for n, (x, y) in enumerate(self.tips(matrix)):
-                if not few and n != chosen:
-                    continue
-                if x * x + y * y > 0:
-                    angle = 180.0 + float(np.degrees(np.arctan2(y, x)))
-                    heads.append((x, y, -angle, n == chosen, colour))
-                name = tokens[n] if n < len(tokens) else f"t{n + 1}"
-                labels.append((x, y, f"{letter}{n + 1} {name}", n == chosen, colour, letter == "q"))
-        while len(self._arrow_items) < len(heads):
-            self._arrow_items.append(self._kept(pg.ArrowItem(tailLen=0)))
-        for item, (x, y, angle, chosen, colour) in zip(self._arrow_items, heads, strict=False):
-            style: tuple[object, ...] = (angle, chosen, colour.name())
-            if self._styles.get(id(item)) != style:  # setStyle rebuilds the path: on change
-                item.setStyle(
-                    angle=angle, headLen=14 if chosen else 11, pen=pg.mkPen(colour),
-                    brush=pg.mkBrush(colour),
-                )  # fmt: skip
-                self._styles[id(item)] = style
-            item.setPos(x, y)
-            item.setVisible(True)
-        for item in self._arrow_items[len(heads) :]:
-            item.setVisible(False)
-        while len(self._label_items) < len(labels):
-            self._label_items.append(self._kept(pg.TextItem()))
-        bold, normal = QFont(), QFont()
-        bold.setBold(True)
-        for item, (x, y, text, chosen, colour, above) in zip(
-            self._label_items, labels, strict=False
-        ):
-            style = (text, chosen, colour.name(), above)
-            if self._styles.get(id(item)) != style:
-                item.setText(text, color=colour)
-                item.setFont(bold if chosen else normal)
-                item.setAnchor((0, 1 if above else 0))
-                self._styles[id(item)] = style
-            item.setPos(x, y)
-            item.setVisible(True)
-        for item in self._label_items[len(labels) :]:
-            item.setVisible(False)
-
-    def _kept(self, item: pg.GraphicsObject) -> pg.GraphicsObject:
-        self.plot.addItem(item)
-        return item
 
     # -- the user's hand -----------------------------------------------------------------------
     def _nearest_tip(self, scene_pos: QPointF) -> tuple[str, int] | None:
@@ -487,35 +381,7 @@ class VectorsView(QWidget):
     # -- export ----------------------------------------------------------------------------------
     def image_bytes(self, fmt: str, scale: float = 2.0) -> bytes:
         """The view as PNG (``scale`` × its size on screen) or SVG bytes."""
-        size = self.size()
-        if fmt == "svg":
-            data = QByteArray()
-            buffer = QBuffer(data)
-            buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-            generator = QSvgGenerator()
-            generator.setOutputDevice(buffer)
-            generator.setSize(QSize(size.width(), size.height()))
-            generator.setViewBox(QRectF(0, 0, size.width(), size.height()))
-            generator.setTitle("Attention Explorer vectors")
-            painter = QPainter(generator)
-            try:
-                self.render(painter, QPoint(0, 0))
-            finally:
-                painter.end()
-            buffer.close()
-            return bytes(data.data())
-        image = QImage(
-            round(size.width() * scale), round(size.height() * scale), QImage.Format.Format_RGB32
-        )
-        image.fill(QColor("white"))
-        painter = QPainter(image)
-        try:
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            painter.scale(scale, scale)
-            self.render(painter, QPoint(0, 0))
-        finally:
-            painter.end()
-        return png_bytes(image)
+        return widget_image_bytes(self, fmt, scale, title="Attention Explorer vectors")
 
     def export(self, path: str | Path, width: int | None = None) -> Path:
         """Write the view as PNG (``width`` pixels wide; twice its size on screen by default)

@@ -56,7 +56,7 @@ from attn_explorer.ui.window.actions import WindowActions, build_menu_bar, short
 from attn_explorer.ui.window.file_commands import FileCommands
 
 if TYPE_CHECKING:
-    from attn_explorer.models.encoder.bert import TakenHead
+    from attn_explorer.models.results import TakenHead
     from attn_explorer.ui.explorer.heatmaps import HeatmapGrid
     from attn_explorer.ui.lessons.lessons_panel import LessonsPanel
     from attn_explorer.ui.model.model_view import ModelView

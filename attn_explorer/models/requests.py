@@ -1,0 +1,106 @@
+"""The model dock's attention work, apart from its state: a request, the model cache, the answer.
+
+An :class:`AttentionRequest` names a model folder (or ``.gguf`` file), a sentence, an
+optional second sentence and a strategy; :func:`compute_attention` runs it against the
+thread-safe :class:`ModelCache`, and :func:`answer` turns every failure into a
+:class:`RequestFailed` message. These are plain functions, safe on a worker thread:
+they read only their request and the cache, never the
+:class:`~attn_explorer.models.session.ModelSession`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from attn_explorer.compute import LOOP_BUDGET, Cancelled, estimate_loop_seconds
+from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.loading import AnyModel, load_model
+from attn_explorer.models.results import ModelAttention
+
+
+@dataclass(frozen=True)
+class AttentionRequest:
+    """One sentence (and an optional second one) for the model in ``folder`` (or .gguf file)."""
+
+    folder: str
+    text: str
+    pair: str | None = None
+    strategy: str = "batched"
+
+
+@dataclass(frozen=True)
+class RequestFailed:
+    """The answer to a request that could not be run: one sentence for the status line."""
+
+    message: str
+
+
+class ModelCache:
+    """Loaded models by folder, shared between the GUI thread and the worker."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._models: dict[str, AnyModel] = {}
+
+    def get(self, folder: str) -> AnyModel:
+        """The model in ``folder`` (or a .gguf file), loaded on first use (``ModelError``)."""
+        with self._lock:
+            if folder not in self._models:
+                self._models[folder] = load_model(folder)
+            return self._models[folder]
+
+    def loaded(self, folder: str) -> AnyModel | None:
+        """The model in ``folder`` if it is loaded already, else None (never loads)."""
+        with self._lock:
+            return self._models.get(folder)
+
+
+def never_stop() -> bool:
+    """The stop check of work nobody can stop: always False."""
+    return False
+
+
+def compute_attention(
+    cache: ModelCache,
+    request: AttentionRequest,
+    should_stop: Callable[[], bool] = never_stop,
+) -> ModelAttention:
+    """Load (or reuse) the model and run the sentence; the loop strategy is guarded by its ETA.
+
+    The loop is refused with a ``ValueError`` when its estimate for all layers is over
+    ``LOOP_BUDGET.result``. Raises ``Cancelled`` when ``should_stop()`` turns true
+    after the model is loaded (a newer request superseded this one).
+    """
+    model = cache.get(request.folder)
+    if should_stop():
+        raise Cancelled()
+    if isinstance(model, DecoderModel):  # one batched causal pass; a second text is refused
+        return model.attention(request.text, request.pair)
+    if request.strategy == "loop":
+        config = model.config
+        length = len(model.encode(request.text, request.pair).tokens)
+        shape = (1, config.num_attention_heads, length, config.head_size)  # (B, H, T, d_head)
+        eta = estimate_loop_seconds(shape, shape) * config.num_hidden_layers
+        if eta > LOOP_BUDGET.result:
+            raise ValueError(
+                f"The loop strategy would take about {eta:.0f} s for {length} tokens; "
+                "use matmul or batched, or a shorter sentence."
+            )
+    return model.attention(request.text, request.pair, strategy=request.strategy)
+
+
+def answer(
+    cache: ModelCache, request: AttentionRequest, should_stop: Callable[[], bool] = never_stop
+) -> ModelAttention | RequestFailed:
+    """:func:`compute_attention`, with every failure turned into a message (never raised).
+
+    Only ``Cancelled`` passes through, so the worker can drop a superseded request.
+    """
+    try:
+        return compute_attention(cache, request, should_stop)
+    except Cancelled:
+        raise
+    except Exception as exc:  # a bad folder, bad text, the loop budget, a broken file...
+        return RequestFailed(str(exc) or type(exc).__name__)

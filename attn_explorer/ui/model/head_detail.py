@@ -1,0 +1,91 @@
+"""The Model dock's enlarged head: one head's heatmap with its tokens, colour bar and name.
+
+A :class:`HeadDetail` is the plot under the grid: the selected head's (T, T) values
+(rows = query i, columns = key j, query 1 at the top, as in a matrix), the tokens on
+both axes, a slim colour bar with the scale's label and the head's name as its title.
+It never reads the session: the dock hands it what to show
+(:meth:`HeadDetail.set_head`) and holds it wide enough for its axes
+(:meth:`HeadDetail.hold_width`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pyqtgraph as pg
+
+from attn_explorer.models.session import Head, ShownValues
+from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
+
+#: The enlarged head's least size (pixels) before any tokens; long tokens widen it.
+DETAIL_MIN_PX = (200, 180)
+
+
+class HeadDetail(pg.PlotWidget):
+    """The enlarged head: ``image`` (its heatmap) and ``colorbar`` on token axes.
+
+    ``on_click(head)`` and ``on_hover(head, cell)`` hear the heatmap as the grid's
+    thumbnails do (``head`` None: this one).
+    """
+
+    def __init__(
+        self,
+        on_click: Callable[[Head], None],
+        on_hover: Callable[[Head | None, tuple[int, int] | None], None],
+    ) -> None:
+        left, bottom = TokenAxis("left"), TokenAxis("bottom")
+        super().__init__(axisItems={"left": left, "bottom": bottom})
+        self.setBackground("w")
+        self.setMinimumSize(*DETAIL_MIN_PX)  # token axes and colour bar stay whole
+        self._color_maps = {name: color_map(name) for name in ("sequential", "diverging")}
+        plot = self.getPlotItem()
+        plot.setMenuEnabled(False)
+        plot.hideButtons()
+        box = plot.getViewBox()
+        box.invertY(True)  # query i = 1 at the top, as in a matrix
+        box.setMouseEnabled(False, False)
+        left.setLabel("query i")
+        bottom.setLabel("key j")
+        self.image = HeatmapItem(None, on_click, on_hover)
+        plot.addItem(self.image)
+        self.colorbar = pg.ColorBarItem(
+            values=(0, 1),
+            colorMap=self._color_maps["sequential"],
+            interactive=False,
+            colorMapMenu=False,
+            width=14,  # a slim bar: the dock is narrow, and its numbers matter more
+        )
+        self.colorbar.setImageItem(self.image, insert_in=plot)
+        self.colorbar.axis.setTextPen(TEXT_RGB)
+        self.colorbar.axis.setPen(TEXT_RGB)
+
+    def set_tokens(self, tokens: list[str]) -> None:
+        """Write ``tokens`` on both axes (query i on the left, key j at the bottom)."""
+        plot = self.getPlotItem()
+        for name in ("left", "bottom"):
+            axis = plot.getAxis(name)
+            if isinstance(axis, TokenAxis):
+                axis.set_tokens(tokens)
+
+    def set_head(self, values: np.ndarray, shown: ShownValues, title: str) -> None:
+        """Show one head's (T, T) ``values`` on ``shown``'s colour scale, named ``title``."""
+        plot = self.getPlotItem()
+        self.image.setImage(values, autoLevels=False)
+        self.colorbar.setColorMap(self._color_maps[shown.colormap])
+        self.colorbar.setLevels(shown.levels)
+        self.colorbar.axis.setLabel(shown.label)
+        plot.setTitle(title, color=TEXT_RGB)
+        plot.getViewBox().setRange(
+            xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0
+        )
+
+    def hold_width(self) -> None:
+        """Never narrower than the axes, image and colour bar need.
+
+        A dock that cannot give that room is held wider instead of cutting off the
+        colour bar.
+        """
+        needed = math.ceil(self.getPlotItem().layout.minimumWidth()) + 2
+        self.setMinimumWidth(max(DETAIL_MIN_PX[0], needed))
