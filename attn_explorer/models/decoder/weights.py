@@ -276,7 +276,7 @@ class DecoderWeights:
             self.kept_bytes += embedding_bytes
 
     def dequantize(self, name: str) -> np.ndarray:
-        """A whole tensor as float32 (out, in): Q4_1 / Q8_0 in one pass, others by gguf."""
+        """A whole tensor as float32 (out, in), in big chunks of blocks (``formats.dequantize``)."""
         fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
         values = fast if fast is not None else self.file.dequantize(name)
         self.file.release(name)  # its quantized pages: read, not needed resident any more
