@@ -98,7 +98,7 @@ def test_the_rope_trap_is_caught_when_the_permutation_is_ignored(tmp_path, monke
     right = load_model(path).attention(" the cat sat on the mat")
     import attn_explorer.models.decoder.weights as weights_module
 
-    monkeypatch.setitem(weights_module.ARCHITECTURES, "llama", (False, False))
+    monkeypatch.setitem(weights_module.ARCHITECTURES, "llama", (False, False, False))
     wrong = load_model(path).attention(" the cat sat on the mat")
     expected, _ = reference_forward(written, right.input_ids)
     assert np.abs(wrong.weights - expected).max() > 1e-2

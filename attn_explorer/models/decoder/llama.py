@@ -3,7 +3,9 @@
     x = embedding[id]
     for each layer:
         q, k, v = RMSNorm(x) · W_q, W_k, W_v            # H query heads, H_kv key/value heads
-        q, k = RoPE(q), RoPE(k)                          # rotate halves (HF layout)
+        q, k = RMSNorm_head(q), RMSNorm_head(k)          # Qwen3 only: per-head q/k norm
+        q, k = RoPE(q), RoPE(k)                          # rotate halves (HF layout);
+                                                         # Llama 3: frequencies / rope_freqs
         x = x + W_o · attention(q, k[kv_head(h)], v[kv_head(h)], causal)
         x = x + W_down · (SiLU(W_gate · RMSNorm(x)) ⊙ W_up · RMSNorm(x))
     logits = RMSNorm(x) · embeddingᵀ                    # tied head unless output.weight exists
@@ -53,9 +55,17 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (x.dtype.type(1) + np.exp(-x))
 
 
-def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, ...]:
-    """cos and sin, each (T, d): frequency i for dims i and i + d/2 (the halves layout)."""
+def rope_tables(
+    positions: np.ndarray, head_dim: int, theta: float, factors: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
+    """cos and sin, each (T, d): frequency i for dims i and i + d/2 (the halves layout).
+
+    ``factors`` (d/2,) divide the frequencies, as llama.cpp applies a GGUF's
+    ``rope_freqs.weight`` (Llama 3's scaling of the low frequencies).
+    """
     inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # (d/2,)
+    if factors is not None:
+        inv_freq = inv_freq / np.asarray(factors, dtype=np.float64)  # (d/2,)
     angles = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # (T, d/2)
     angles = np.concatenate([angles, angles], axis=-1)  # (T, d)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
@@ -291,7 +301,9 @@ class DecoderModel:
         if end > self._rope_cos.shape[0]:
             positions = np.arange(max(end, 2 * self._rope_cos.shape[0], 64))
             c = self.config
-            self._rope_cos, self._rope_sin = rope_tables(positions, c.head_dim, c.rope_theta)
+            self._rope_cos, self._rope_sin = rope_tables(
+                positions, c.head_dim, c.rope_theta, self.weights.rope_factors
+            )
         return self._rope_cos[start:end], self._rope_sin[start:end]
 
     def _qkv(
@@ -317,6 +329,8 @@ class DecoderModel:
                 bias = w.bias(index)
                 parts.append(y if bias is None else y + bias)
         q, k, v = (p.reshape(t, -1, d).transpose(1, 0, 2) for p in parts)  # (count, T, d)
+        if w.q_norm is not None and w.k_norm is not None:  # Qwen3: each head's q and k
+            q, k = rms_norm(q, w.q_norm, c.rms_norm_eps), rms_norm(k, w.k_norm, c.rms_norm_eps)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def readable(self, ids: list[int]) -> list[str]:

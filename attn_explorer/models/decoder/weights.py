@@ -11,8 +11,12 @@ larger than the budget still runs in about file size + one layer of float32.
 ``llama`` model so that its rotary embedding can rotate *adjacent* pairs
 (dims 2i, 2i+1). We undo that permutation here, as transformers does when it
 reads a GGUF, so every head's query and key are in Hugging Face's layout, where
-RoPE rotates *halves* (dim i with dim i + d/2). ``qwen2`` files are not permuted
-(llama.cpp rotates halves for them), so they are read as stored.
+RoPE rotates *halves* (dim i with dim i + d/2). ``qwen2`` and ``qwen3`` files are not
+permuted (llama.cpp rotates halves for them), so they are read as stored.
+
+**Llama 3's RoPE scaling** is not metadata in a GGUF: llama.cpp's converter stores the
+per-frequency factors as a ``rope_freqs.weight`` tensor (d/2 values; frequency i is divided
+by factor i), which :attr:`DecoderWeights.rope_factors` reads when the file has one.
 """
 
 from __future__ import annotations
@@ -27,8 +31,13 @@ from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
 
-#: architecture -> (Q/K rows permuted for adjacent-pair RoPE?, Q/K/V have biases?)
-ARCHITECTURES = {"llama": (True, False), "qwen2": (False, True)}
+#: architecture -> (Q/K rows permuted for adjacent-pair RoPE?, Q/K/V have biases?,
+#: a per-head RMSNorm on q and k before RoPE?) — each family's one difference from Llama.
+ARCHITECTURES = {
+    "llama": (True, False, False),
+    "qwen2": (False, True, False),
+    "qwen3": (False, False, True),  # transformers' Qwen3Attention: q_norm, k_norm per head
+}
 
 #: Default budget for dequantized layers kept in memory (float32 bytes).
 DEFAULT_BUDGET_BYTES = 2 << 30
@@ -51,6 +60,7 @@ class DecoderConfig:
     rms_norm_eps: float
     permuted_qk: bool
     qkv_bias: bool
+    qk_norm: bool = False
 
     @property
     def group_size(self) -> int:
@@ -82,14 +92,21 @@ class DecoderConfig:
                 f"{path}: {heads} heads and {kv_heads} key/value heads do not divide "
                 f"the width {hidden}; the metadata is inconsistent."
             )
-        head_dim = number("rope.dimension_count", default=hidden // heads)
-        if head_dim != hidden // heads or head_dim % 2:
+        # Qwen3 and Gemma give the head size apart from the width (key_length); others don't.
+        head_dim = number("attention.key_length", default=hidden // heads)
+        rotary = number("rope.dimension_count", default=head_dim)
+        if rotary != head_dim or head_dim % 2:
             raise ModelError(
-                f"{path}: rope.dimension_count {head_dim} is not the head size "
-                f"{hidden // heads}; partial rotary embeddings are not supported."
+                f"{path}: rope.dimension_count {rotary} is not the head size "
+                f"{head_dim}; partial rotary embeddings are not supported."
+            )
+        if number("attention.value_length", default=head_dim) != head_dim:
+            raise ModelError(
+                f"{path}: attention.value_length differs from key_length {head_dim}; "
+                "values of another size than keys are not supported."
             )
         tokens = file.get("tokenizer.ggml.tokens") or []
-        permuted, bias = ARCHITECTURES[arch]
+        permuted, bias, qk_norm = ARCHITECTURES[arch]
         config = cls(
             architecture=arch,
             num_layers=number("block_count"),
@@ -104,6 +121,7 @@ class DecoderConfig:
             rms_norm_eps=number("attention.layer_norm_rms_epsilon", float),
             permuted_qk=permuted,
             qkv_bias=bias,
+            qk_norm=qk_norm,
         )
         check_tensors(file, config)
         return config
@@ -126,6 +144,11 @@ def layer_shapes(config: DecoderConfig, layer: int) -> dict[str, tuple[int, ...]
     }
     if config.qkv_bias:
         shapes |= {"attn_q.bias": (q_out,), "attn_k.bias": (kv_out,), "attn_v.bias": (kv_out,)}
+    if config.qk_norm:
+        shapes |= {
+            "attn_q_norm.weight": (config.head_dim,),
+            "attn_k_norm.weight": (config.head_dim,),
+        }
     return {f"blk.{layer}.{name}": shape for name, shape in shapes.items()}
 
 
@@ -143,6 +166,8 @@ def check_tensors(file: GGUFFile, config: DecoderConfig) -> None:
     }
     if file.has("output.weight"):
         expected["output.weight"] = (config.vocab_size, config.hidden_size)
+    if file.has("rope_freqs.weight"):
+        expected["rope_freqs.weight"] = (config.head_dim // 2,)
     for layer in range(config.num_layers):
         expected |= layer_shapes(config, layer)
     for name, shape in expected.items():
@@ -196,6 +221,8 @@ class LayerWeights:
     query_rows: int  # H·d
     kv_rows: int  # H_kv·d
     qkv_bias: np.ndarray | None = None  # (H·d + 2·H_kv·d,)
+    q_norm: np.ndarray | None = None  # (d,): Qwen3's per-head RMSNorm of q, before RoPE
+    k_norm: np.ndarray | None = None  # (d,): the same for k
 
     @classmethod
     def fuse(
@@ -210,6 +237,7 @@ class LayerWeights:
         up: np.ndarray,
         down: np.ndarray,
         biases: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        qk_norms: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> LayerWeights:
         """The layer from its separate weights (PyTorch layout), Q, K and V joined."""
         return cls(
@@ -223,6 +251,8 @@ class LayerWeights:
             query_rows=query.shape[0],
             kv_rows=key.shape[0],
             qkv_bias=None if biases is None else np.concatenate(biases),
+            q_norm=None if qk_norms is None else qk_norms[0],
+            k_norm=None if qk_norms is None else qk_norms[1],
         )
 
     def _qkv_slices(self) -> tuple[slice, slice, slice]:
@@ -263,6 +293,10 @@ class DecoderWeights:
         self.kept_bytes = 0
         self.dequantized = 0  # how many times a layer was dequantized (tests read this)
         self.final_norm = file.dequantize("output_norm.weight")
+        #: Llama 3's per-frequency RoPE divisors (d/2,), or None (see the module doc).
+        self.rope_factors: np.ndarray | None = (
+            file.dequantize("rope_freqs.weight") if file.has("rope_freqs.weight") else None
+        )
         embedding_bytes = config.vocab_size * config.hidden_size * 4
         self._embedding: np.ndarray | None = None
         if embedding_bytes <= budget_bytes // 2:
@@ -334,6 +368,9 @@ class DecoderWeights:
             up=tensor("ffn_up.weight"),
             down=tensor("ffn_down.weight"),
             biases=biases,
+            qk_norms=(
+                (tensor("attn_q_norm.weight"), tensor("attn_k_norm.weight")) if c.qk_norm else None
+            ),
         )
         self.dequantized += 1
         if self.kept_bytes + weights.nbytes <= self.budget_bytes:
