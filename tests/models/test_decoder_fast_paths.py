@@ -95,7 +95,8 @@ def test_decode_steps_equal_the_plain_attention_bit_for_bit(tmp_path, monkeypatc
 
     fast = run()
 
-    def plain(q, k, v, scale):
+    def plain(q, k, v, scale, keep=None, cap=0.0):
+        assert keep is None and cap == 0.0  # no sliding window, no soft-capping here
         kv_of = model.kv_heads
         att = attention(q, k[kv_of], v[kv_of], causal=True)
         assert att.scale == scale

@@ -63,13 +63,45 @@ FAMILIES = {
     "qwen2": ("qwen2", "Qwen2Config", "Qwen2ForCausalLM", {}),
     # head_dim 16 > hidden / heads = 8: the head size comes from attention.key_length.
     "qwen3": ("qwen3", "Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16}),
+    # Six layers: five local (window 5, shorter than the texts) and the sixth global, with
+    # llama.cpp's fixed local RoPE base 10 000 and global 1e6; the scale 1/√head_dim.
+    "gemma3": (
+        "gemma3",
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        {
+            "head_dim": 16,
+            "num_hidden_layers": 6,
+            "sliding_window": 5,
+            "query_pre_attn_scalar": 16,
+            "rope_parameters": {
+                "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            },
+            "final_logit_softcapping": None,
+            "attn_logit_softcapping": None,
+        },
+    ),
+    # Layer 0 local (window 5), layer 1 global; attention and final logits soft-capped.
+    "gemma2": (
+        "gemma2",
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        {
+            "head_dim": 16,
+            "sliding_window": 5,
+            "query_pre_attn_scalar": 16,
+            "attn_logit_softcapping": 50.0,
+            "final_logit_softcapping": 30.0,
+        },
+    ),
 }
 
 
 def build(family: str, seed: int = 0):
     architecture, config_class, model_class, extra = FAMILIES[family]
     config = getattr(transformers, config_class)(
-        **COMMON, **extra, attn_implementation="eager", dtype=torch.float32
+        **{**COMMON, **extra}, attn_implementation="eager", dtype=torch.float32
     )
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(config).eval()

@@ -55,6 +55,29 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (x.dtype.type(1) + np.exp(-x))
 
 
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh form (PyTorch's ``gelu(approximate="tanh")``): Gemma's MLP gate."""
+    t = x.dtype.type
+    inner = t(np.sqrt(2.0 / np.pi)) * (x + t(0.044715) * x * x * x)
+    return t(0.5) * x * (t(1) + np.tanh(inner))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """cap · tanh(x / cap): Gemma 2's soft-capping of attention and final logits."""
+    t = x.dtype.type
+    return np.tanh(x / t(cap)) * t(cap)
+
+
+def window_keep(positions: np.ndarray, keys: int, window: int) -> np.ndarray:
+    """(T, keys) True where key j is within ``window`` of the query at ``positions[i]``
+    (i − j < window, the query itself included) and not after it."""
+    distance = positions[:, None] - np.arange(keys)[None, :]  # (T, keys)
+    return (distance >= 0) & (distance < window)
+
+
 def rope_tables(
     positions: np.ndarray, head_dim: int, theta: float, factors: np.ndarray | None = None
 ) -> tuple[np.ndarray, ...]:
@@ -100,7 +123,12 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 
 def attend_one_row(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    keep: np.ndarray | None = None,
+    cap: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Causal attention of one new query row per head against every cached key.
 
@@ -109,13 +137,18 @@ def attend_one_row(
     for bit to ``compute.attention(q, k[kv_heads], v[kv_heads], causal=True)``: the
     same one-row matmuls (the KV head is broadcast across its group, not copied) and
     the same softmax, without the per-call checks (the last row sees every key, so
-    the causal mask hides nothing).
+    the causal mask hides nothing). ``keep`` (1, t) hides keys outside a sliding window;
+    ``cap`` soft-caps the scaled scores first (Gemma 2).
     """
     heads, kv, t = q.shape[0], k.shape[0], k.shape[1]
     group = heads // kv
     q4 = q.reshape(kv, group, 1, q.shape[-1])  # (H_kv, group, 1, d)
     scores = np.matmul(q4, k[:, None].swapaxes(-1, -2))  # (H_kv, group, 1, t)
-    weights, _ = softmax_rows(scores.reshape(heads, 1, t), factor=scale)  # (H, 1, t)
+    if cap:
+        capped = softcap(scores.reshape(heads, 1, t) * q.dtype.type(scale), cap)
+        weights, _ = softmax_rows(capped, keep=keep)  # (H, 1, t)
+    else:
+        weights, _ = softmax_rows(scores.reshape(heads, 1, t), factor=scale, keep=keep)
     output = np.matmul(weights.reshape(kv, group, 1, t), v[:, None])  # (H_kv, group, 1, d)
     return scores.reshape(heads, 1, t), weights, output.reshape(heads, 1, -1)
 
@@ -210,8 +243,9 @@ class DecoderModel:
         self.name = name
         group = config.group_size
         self.kv_heads = np.arange(config.num_heads) // group  # (H,): query head -> KV head
-        self.scale = 1.0 / float(np.sqrt(float(config.head_dim)))  # as compute.attention's
-        self._rope_cos = self._rope_sin = np.empty((0, config.head_dim), dtype=np.float32)
+        self.scale = config.attention_scale or 1.0 / float(np.sqrt(float(config.head_dim)))
+        #: Per kind of layer ("global", "local"): cos and sin for every position so far.
+        self._ropes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.end_ids = frozenset(
             i
             for i in [tokenizer.eos_id, *map(tokenizer.token_id, END_OF_TURN)]
@@ -261,25 +295,46 @@ class DecoderModel:
         if ids.ndim != 1 or ids.size == 0 or ids.min() < 0 or ids.max() >= c.vocab_size:
             raise ValueError(f"input_ids: expected (T,) ids in 0 … {c.vocab_size - 1}.")
         start = cache.length if cache is not None else 0
-        cos, sin = self._rope(start, start + ids.size)
+        positions = np.arange(start, start + ids.size)  # (T,) absolute positions
         x = self.weights.embed(ids)  # (T, hidden)
+        if c.embedding_scale != 1.0:
+            x = x * np.float32(c.embedding_scale)  # Gemma: × √width
+        activation = ACTIVATIONS[c.activation]
         hidden = np.empty((c.num_layers + 1 if record else 1, *x.shape), dtype=x.dtype)
         hidden[0], kept = x, list[np.ndarray]()  # q, k, v, scores, weights (L, …) if recorded
         for index in range(c.num_layers):
             w = self.weights.layer(index)
+            local = c.layer_kinds[index] == "local" if c.layer_kinds else False
+            cos, sin = self._rope(start, start + ids.size, "local" if local else "global")
             q, k, v = self._qkv(rms_norm(x, w.attn_norm, c.rms_norm_eps), w, cos, sin)
             if cache is not None:
                 k, v = cache.extend(index, k, v)  # (H_kv, t, d): cached and new positions
+            keep = window_keep(positions, k.shape[1], c.sliding_window) if local else None
             if ids.size == 1:  # a decode step: one query row, no per-call checks
-                scores, weights, output = attend_one_row(q, k, v, self.scale)
+                scores, weights, output = attend_one_row(q, k, v, self.scale, keep, c.attn_softcap)
+            elif c.attn_softcap:  # Gemma 2: the scaled scores soft-capped before the softmax
+                scores, weights, output = self._capped_attention(q, k, v, keep)
             else:  # every query head against its shared key/value head, copied per head
-                att = attention(q, k[self.kv_heads], v[self.kv_heads], causal=True)
+                att = attention(
+                    q,
+                    k[self.kv_heads],
+                    v[self.kv_heads],
+                    causal=True,
+                    mask=keep,
+                    scale=c.attention_scale or True,
+                )
                 assert att.output is not None and att.scale == self.scale
                 scores, weights, output = att.scores, att.weights, att.output
             mixed = output.transpose(1, 0, 2).reshape(ids.size, -1)  # (T, H·d)
-            x = x + mixed @ w.attn_output.T  # (T, H·d) @ (H·d, hidden)
+            attended = mixed @ w.attn_output.T  # (T, H·d) @ (H·d, hidden)
+            if w.post_attn_norm is not None:  # Gemma's sandwich norms
+                attended = rms_norm(attended, w.post_attn_norm, c.rms_norm_eps)
+            x = x + attended
             h = rms_norm(x, w.ffn_norm, c.rms_norm_eps)
-            x = x + (silu(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) -> (T, hidden)
+            mlp = (activation(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) -> (T, hidden)
+            if w.post_ffn_norm is not None:
+                mlp = rms_norm(mlp, w.post_ffn_norm, c.rms_norm_eps)
+            x = x + mlp
             if record:  # into (L, …) arrays as it goes: no list of layers stacked at the end
                 new = slice(k.shape[1] - ids.size, None)  # this pass's own keys and values
                 layer = (q, k[:, new], v[:, new], scores, weights)
@@ -289,22 +344,43 @@ class DecoderModel:
         if cache is not None:
             cache.advance(ids.size)
         logits = self.weights.logits(rms_norm(x, self.weights.final_norm, c.rms_norm_eps))
+        if c.final_softcap:
+            logits = softcap(logits, c.final_softcap)
         if not record:
             return DecoderForward(logits, None, None, None, None, None, None, self.scale)
         q, k, v, s, a = kept
         return DecoderForward(logits, hidden, q, k, v, s, a, self.scale)
 
-    def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin (end − start, d) for positions start … end − 1, from tables kept
-        for every position so far (grown by doubling; computed per element, so a
-        slice equals the table of just those positions)."""
-        if end > self._rope_cos.shape[0]:
-            positions = np.arange(max(end, 2 * self._rope_cos.shape[0], 64))
+    def _rope(self, start: int, end: int, kind: str = "global") -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin (end − start, d) for positions start … end − 1 of a ``kind`` of layer,
+        from tables kept for every position so far (grown by doubling; computed per
+        element, so a slice equals the table of just those positions). Local layers have
+        their own base (Gemma 3) and no Llama 3 factors."""
+        cos, sin = self._ropes.get(kind, (None, None))
+        if cos is None or sin is None or end > cos.shape[0]:
+            positions = np.arange(max(end, 2 * (0 if cos is None else cos.shape[0]), 64))
             c = self.config
-            self._rope_cos, self._rope_sin = rope_tables(
-                positions, c.head_dim, c.rope_theta, self.weights.rope_factors
-            )
-        return self._rope_cos[start:end], self._rope_sin[start:end]
+            if kind == "local" and c.local_rope_theta:
+                cos, sin = rope_tables(positions, c.head_dim, c.local_rope_theta)
+            else:
+                cos, sin = rope_tables(
+                    positions, c.head_dim, c.rope_theta, self.weights.rope_factors
+                )
+            self._ropes[kind] = (cos, sin)
+        return cos[start:end], sin[start:end]
+
+    def _capped_attention(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Causal attention with Gemma 2's soft-capped logits: (H, T, d) queries against the
+        (H_kv, t, d) keys and values their group shares."""
+        c, t_q, t_k = self.config, q.shape[1], k.shape[1]
+        scores = np.matmul(q, k[self.kv_heads].swapaxes(-1, -2))  # (H, T, t)
+        capped = softcap(scores * np.float32(self.scale), c.attn_softcap)  # (H, T, t)
+        causal = np.arange(t_k)[None, :] <= (np.arange(t_q) + t_k - t_q)[:, None]  # (T, t)
+        weights, _ = softmax_rows(capped, keep=causal if keep is None else causal & keep)
+        output = np.matmul(weights, v[self.kv_heads])  # (H, T, t) @ (H, t, d)
+        return scores, weights, output
 
     def _qkv(
         self, h: np.ndarray, w: LayerWeights, cos: np.ndarray, sin: np.ndarray

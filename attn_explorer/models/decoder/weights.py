@@ -27,17 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from attn_explorer.models.decoder.families import FAMILIES, layer_kinds
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
 
-#: architecture -> (Q/K rows permuted for adjacent-pair RoPE?, Q/K/V have biases?,
-#: a per-head RMSNorm on q and k before RoPE?) — each family's one difference from Llama.
-ARCHITECTURES = {
-    "llama": (True, False, False),
-    "qwen2": (False, True, False),
-    "qwen3": (False, False, True),  # transformers' Qwen3Attention: q_norm, k_norm per head
-}
+#: Every architecture the reader runs (``families.py`` says what each one changes).
+ARCHITECTURES = FAMILIES
 
 #: Default budget for dequantized layers kept in memory (float32 bytes).
 DEFAULT_BUDGET_BYTES = 2 << 30
@@ -61,6 +57,19 @@ class DecoderConfig:
     permuted_qk: bool
     qkv_bias: bool
     qk_norm: bool = False
+    sandwich_norms: bool = False
+    embedding_scale: float = 1.0  # Gemma: √width
+    activation: str = "silu"
+    #: Keys a local layer's query sees, itself included (0: no sliding window).
+    sliding_window: int = 0
+    #: "local" or "global" per layer, and where that came from ("the file" or a convention).
+    layer_kinds: tuple[str, ...] = ()
+    layer_pattern_source: str = ""
+    local_rope_theta: float = 0.0
+    #: The attention scale when the family fixes one (Gemma: 1/√key_length); 0: 1/√d.
+    attention_scale: float = 0.0
+    attn_softcap: float = 0.0  # Gemma 2: logits → cap · tanh(logits / cap); 0: none
+    final_softcap: float = 0.0
 
     @property
     def group_size(self) -> int:
@@ -106,10 +115,21 @@ class DecoderConfig:
                 "values of another size than keys are not supported."
             )
         tokens = file.get("tokenizer.ggml.tokens") or []
-        permuted, bias, qk_norm = ARCHITECTURES[arch]
+        family = ARCHITECTURES[arch]
+        layers = number("block_count")
+        has_window = file.get(f"{arch}.attention.sliding_window") is not None
+        window = number("attention.sliding_window") if family.global_every and has_window else 0
+        softcap = number("attn_logit_softcapping", float, default=50.0) if family.softcap else 0.0
+        final_cap = number("final_logit_softcapping", float, default=30.0) if family.softcap else 0
+        kinds, source = layer_kinds(layers, family.global_every, window), "llama.cpp's convention"
+        pattern = file.get(f"{arch}.attention.sliding_window_pattern")
+        if window and isinstance(pattern, list) and len(pattern) == layers:
+            kinds, source = tuple("local" if bool(p) else "global" for p in pattern), "the file"
+        elif window and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
+            kinds, source = layer_kinds(layers, pattern, window), "the file"
         config = cls(
             architecture=arch,
-            num_layers=number("block_count"),
+            num_layers=layers,
             hidden_size=hidden,
             intermediate_size=number("feed_forward_length"),
             num_heads=heads,
@@ -119,9 +139,19 @@ class DecoderConfig:
             context_length=number("context_length"),
             rope_theta=number("rope.freq_base", float, default=10000.0),
             rms_norm_eps=number("attention.layer_norm_rms_epsilon", float),
-            permuted_qk=permuted,
-            qkv_bias=bias,
-            qk_norm=qk_norm,
+            permuted_qk=family.permuted_qk,
+            qkv_bias=family.qkv_bias,
+            qk_norm=family.qk_norm,
+            sandwich_norms=family.sandwich_norms,
+            embedding_scale=float(np.sqrt(np.float32(hidden))) if family.scaled_embedding else 1.0,
+            activation=family.activation,
+            sliding_window=window,
+            layer_kinds=kinds,
+            layer_pattern_source=source if window else "",
+            local_rope_theta=family.local_rope_theta,
+            attention_scale=1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0,
+            attn_softcap=softcap,
+            final_softcap=float(final_cap),
         )
         check_tensors(file, config)
         return config
@@ -144,6 +174,8 @@ def layer_shapes(config: DecoderConfig, layer: int) -> dict[str, tuple[int, ...]
     }
     if config.qkv_bias:
         shapes |= {"attn_q.bias": (q_out,), "attn_k.bias": (kv_out,), "attn_v.bias": (kv_out,)}
+    if config.sandwich_norms:
+        shapes |= {"post_attention_norm.weight": (d,), "post_ffw_norm.weight": (d,)}
     if config.qk_norm:
         shapes |= {
             "attn_q_norm.weight": (config.head_dim,),
@@ -223,6 +255,8 @@ class LayerWeights:
     qkv_bias: np.ndarray | None = None  # (H·d + 2·H_kv·d,)
     q_norm: np.ndarray | None = None  # (d,): Qwen3's per-head RMSNorm of q, before RoPE
     k_norm: np.ndarray | None = None  # (d,): the same for k
+    post_attn_norm: np.ndarray | None = None  # (hidden,): Gemma's norm of the attention output
+    post_ffn_norm: np.ndarray | None = None  # (hidden,): and of the MLP output
 
     @classmethod
     def fuse(
@@ -238,6 +272,7 @@ class LayerWeights:
         down: np.ndarray,
         biases: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
         qk_norms: tuple[np.ndarray, np.ndarray] | None = None,
+        post_norms: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> LayerWeights:
         """The layer from its separate weights (PyTorch layout), Q, K and V joined."""
         return cls(
@@ -253,6 +288,8 @@ class LayerWeights:
             qkv_bias=None if biases is None else np.concatenate(biases),
             q_norm=None if qk_norms is None else qk_norms[0],
             k_norm=None if qk_norms is None else qk_norms[1],
+            post_attn_norm=None if post_norms is None else post_norms[0],
+            post_ffn_norm=None if post_norms is None else post_norms[1],
         )
 
     def _qkv_slices(self) -> tuple[slice, slice, slice]:
@@ -370,6 +407,11 @@ class DecoderWeights:
             biases=biases,
             qk_norms=(
                 (tensor("attn_q_norm.weight"), tensor("attn_k_norm.weight")) if c.qk_norm else None
+            ),
+            post_norms=(
+                (tensor("post_attention_norm.weight"), tensor("post_ffw_norm.weight"))
+                if c.sandwich_norms
+                else None
             ),
         )
         self.dequantized += 1

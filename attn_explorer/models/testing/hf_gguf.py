@@ -10,7 +10,12 @@ with the app's own loader. What ``convert_hf_to_gguf.py`` does per family is rep
 - Llama 3 ``rope_type: llama3``: the per-frequency factors written as ``rope_freqs.weight``
   (``LlamaModel.generate_extra_tensors``), since a GGUF has no key for that scaling;
 - ``qwen3``: ``q_norm`` / ``k_norm`` as ``attn_q_norm`` / ``attn_k_norm``, the head size as
-  ``attention.key_length`` / ``value_length``.
+  ``attention.key_length`` / ``value_length``;
+- ``gemma2`` / ``gemma3``: every norm weight stored with Gemma's "1 +" added (its
+  ``Gemma2Model.modify_tensors``), the four norms of a layer by Gemma's names
+  (``post_attention_layernorm`` is ``post_attention_norm`` there, not ``ffn_norm``), the
+  sliding window and (Gemma 2) the soft-capping values as metadata; no layer pattern and no
+  local RoPE base, which llama.cpp fixes by convention.
 
 The vocabulary is the tiny byte-level one of :mod:`.tiny_gguf`, so the app's tokenizer
 works on any text. No torch here: arrays in, a file out.
@@ -46,6 +51,8 @@ LAYER_NAMES = {
     "self_attn.q_norm.weight": "attn_q_norm.weight",
     "self_attn.k_norm.weight": "attn_k_norm.weight",
     "post_attention_layernorm.weight": "ffn_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
@@ -82,14 +89,16 @@ def write_hf_decoder_gguf(
     hidden = int(config["hidden_size"])
     head_dim = int(config.get("head_dim") or hidden // heads)
     rope = dict(config.get("rope_parameters") or {})
+    rope = dict(rope.get("full_attention", rope))  # Gemma 3: per kind of layer; global here
     theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
     tokens = tiny_vocabulary()
     if int(config["vocab_size"]) != len(tokens):
         raise ValueError(f"vocab_size must be {len(tokens)} (the tiny byte-level vocabulary)")
 
+    gemma = architecture.startswith("gemma")
     tensors: dict[str, np.ndarray] = {
         "token_embd.weight": state["model.embed_tokens.weight"],
-        "output_norm.weight": state["model.norm.weight"],
+        "output_norm.weight": state["model.norm.weight"] + np.float32(1 if gemma else 0),
     }
     if "lm_head.weight" in state and not config.get("tie_word_embeddings", False):
         tensors["output.weight"] = state["lm_head.weight"]
@@ -99,6 +108,10 @@ def write_hf_decoder_gguf(
             continue
         layer, rest = parts[2], ".".join(parts[3:])
         gguf_name = LAYER_NAMES[rest]
+        if gemma and rest == "post_attention_layernorm.weight":
+            gguf_name = "post_attention_norm.weight"  # Gemma's norm after attention
+        if gemma and rest.endswith("norm.weight"):
+            values = values + np.float32(1)
         if architecture == "llama" and gguf_name in ("attn_q.weight", "attn_q.bias"):
             values = llama_cpp_permute(values, heads)
         elif architecture == "llama" and gguf_name in ("attn_k.weight", "attn_k.bias"):
@@ -115,7 +128,12 @@ def write_hf_decoder_gguf(
     writer.add_feed_forward_length(int(config["intermediate_size"]))
     writer.add_head_count(heads)
     writer.add_head_count_kv(kv_heads)
-    if head_dim != hidden // heads or architecture == "qwen3":
+    if gemma:
+        writer.add_sliding_window(int(config["sliding_window"]))
+        if architecture == "gemma2":
+            writer.add_attn_logit_softcapping(float(config["attn_logit_softcapping"]))
+            writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
+    if head_dim != hidden // heads or architecture in ("qwen3", "gemma2", "gemma3"):
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
     writer.add_rope_dimension_count(head_dim)
