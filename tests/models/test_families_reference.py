@@ -60,9 +60,20 @@ FAMILIES = {
             },
         },
     ),
+    # llama.cpp's converter writes Mistral as "llama" and records no sliding window, so
+    # llama.cpp (and we, following the file) run it with full attention: the reference is
+    # transformers' Mistral with the window off.
+    "mistral": (
+        "llama",
+        "MistralConfig",
+        "MistralForCausalLM",
+        {"head_dim": 8, "sliding_window": None},
+    ),
     "qwen2": ("qwen2", "Qwen2Config", "Qwen2ForCausalLM", {}),
     # head_dim 16 > hidden / heads = 8: the head size comes from attention.key_length.
     "qwen3": ("qwen3", "Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16}),
+    # Fused QKV and gate-up; no sliding window (not written to GGUF by llama.cpp for Phi-3).
+    "phi3": ("phi3", "Phi3Config", "Phi3ForCausalLM", {"sliding_window": None, "pad_token_id": 0}),
     # Six layers: five local (window 5, shorter than the texts) and the sixth global, with
     # llama.cpp's fixed local RoPE base 10 000 and global 1e6; the scale 1/√head_dim.
     "gemma3": (
@@ -113,6 +124,10 @@ def build(family: str, seed: int = 0):
                 parameter.copy_(0.3 * torch.randn_like(parameter))
             elif "q_proj" in name or "k_proj" in name:
                 parameter.mul_(20.0)  # sharp attention: far from uniform
+            elif "qkv_proj" in name:  # Phi-3: the Q and K rows of the fused matrix
+                rows = config.num_attention_heads * 8 + config.num_key_value_heads * 8
+                parameter[:rows].mul_(20.0)
+                parameter[rows:].mul_(3.0)
             else:
                 parameter.mul_(3.0)
     return architecture, config, model

@@ -13,6 +13,8 @@ gemma3     embeddings × √width; GeGLU (tanh-GELU gate); a norm after attentio
            MLP as well as before ("sandwich"); q/k norms; local layers (a sliding window, their
            own RoPE base 10 000) with every 6th layer global — a llama.cpp convention a GGUF
            does not record; the attention scale 1/√(key_length).
+phi3       Q, K and V fused into one ``attn_qkv`` matrix, the MLP's gate and up into one
+           ``ffn_up`` (gate rows first); otherwise Llama without the Q/K permutation.
 gemma2     like gemma3 without q/k norms, every 2nd layer global, and tanh soft-capping of the
            attention logits and of the final logits (``attn_logit_softcapping``,
            ``final_logit_softcapping``).
@@ -40,12 +42,14 @@ class Family:
     global_every: int = 0  # every n-th layer global, the rest local (0: all global)
     local_rope_theta: float = 0.0  # local layers' RoPE base (0: the file's)
     softcap: bool = False  # tanh soft-capping of attention and final logits
+    fused: bool = False  # Phi-3: attn_qkv for Q, K, V and ffn_up for gate + up
 
 
 FAMILIES: dict[str, Family] = {
     "llama": Family(permuted_qk=True),
     "qwen2": Family(qkv_bias=True),
     "qwen3": Family(qk_norm=True),
+    "phi3": Family(fused=True),
     "gemma3": Family(
         qk_norm=True,
         sandwich_norms=True,

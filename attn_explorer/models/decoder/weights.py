@@ -70,6 +70,7 @@ class DecoderConfig:
     attention_scale: float = 0.0
     attn_softcap: float = 0.0  # Gemma 2: logits → cap · tanh(logits / cap); 0: none
     final_softcap: float = 0.0
+    fused: bool = False  # Phi-3: one attn_qkv and one gate + up ffn_up per layer
 
     @property
     def group_size(self) -> int:
@@ -152,6 +153,7 @@ class DecoderConfig:
             attention_scale=1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0,
             attn_softcap=softcap,
             final_softcap=float(final_cap),
+            fused=family.fused,
         )
         check_tensors(file, config)
         return config
@@ -172,6 +174,10 @@ def layer_shapes(config: DecoderConfig, layer: int) -> dict[str, tuple[int, ...]
         "ffn_up.weight": (ff, d),
         "ffn_down.weight": (d, ff),
     }
+    if config.fused:  # Phi-3: what three and two matrices hold elsewhere, in one each
+        for name in ("attn_q.weight", "attn_k.weight", "attn_v.weight", "ffn_gate.weight"):
+            del shapes[name]
+        shapes |= {"attn_qkv.weight": (q_out + 2 * kv_out, d), "ffn_up.weight": (2 * ff, d)}
     if config.qkv_bias:
         shapes |= {"attn_q.bias": (q_out,), "attn_k.bias": (kv_out,), "attn_v.bias": (kv_out,)}
     if config.sandwich_norms:
@@ -382,7 +388,14 @@ class DecoderWeights:
         def tensor(name: str) -> np.ndarray:
             return self.dequantize(prefix + name)
 
-        query, key = tensor("attn_q.weight"), tensor("attn_k.weight")
+        if c.fused:  # Phi-3: rows of Q, then K, then V; gate rows, then up rows
+            qkv, gate_up = tensor("attn_qkv.weight"), tensor("ffn_up.weight")
+            q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+            query, key, value = np.split(qkv, [q_rows, q_rows + kv_rows])
+            gate, up = np.split(gate_up, 2)
+        else:
+            query, key, value = tensor("attn_q.weight"), tensor("attn_k.weight"), None
+            gate, up = tensor("ffn_gate.weight"), tensor("ffn_up.weight")
         biases = None
         if c.qkv_bias:
             biases = (tensor("attn_q.bias"), tensor("attn_k.bias"), tensor("attn_v.bias"))
@@ -398,11 +411,11 @@ class DecoderWeights:
             attn_norm=tensor("attn_norm.weight"),
             query=query,
             key=key,
-            value=tensor("attn_v.weight"),
+            value=tensor("attn_v.weight") if value is None else value,
             attn_output=tensor("attn_output.weight"),
             ffn_norm=tensor("ffn_norm.weight"),
-            gate=tensor("ffn_gate.weight"),
-            up=tensor("ffn_up.weight"),
+            gate=gate,
+            up=up,
             down=tensor("ffn_down.weight"),
             biases=biases,
             qk_norms=(

@@ -15,7 +15,8 @@ with the app's own loader. What ``convert_hf_to_gguf.py`` does per family is rep
   ``Gemma2Model.modify_tensors``), the four norms of a layer by Gemma's names
   (``post_attention_layernorm`` is ``post_attention_norm`` there, not ``ffn_norm``), the
   sliding window and (Gemma 2) the soft-capping values as metadata; no layer pattern and no
-  local RoPE base, which llama.cpp fixes by convention.
+  local RoPE base, which llama.cpp fixes by convention;
+- ``phi3``: the fused ``qkv_proj`` and ``gate_up_proj`` kept fused (``attn_qkv``, ``ffn_up``).
 
 The vocabulary is the tiny byte-level one of :mod:`.tiny_gguf`, so the app's tokenizer
 works on any text. No torch here: arrays in, a file out.
@@ -56,6 +57,8 @@ LAYER_NAMES = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",  # Phi-3's fused matrices
+    "mlp.gate_up_proj.weight": "ffn_up.weight",
 }
 
 
