@@ -28,6 +28,7 @@ from pathlib import Path
 from attn_explorer.models.encoder.bert import WEIGHTS_FILE, model_name
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.config import BERT_MODEL_TYPES, MAX_CONFIG_BYTES
+from attn_explorer.models.formats.hf_folder import is_decoder_folder
 from attn_explorer.state.storage.safe_files import read_user_file
 
 #: Installed packages that ship a BERT folder: (distribution, import name, folder inside it).
@@ -256,7 +257,14 @@ def find_models() -> list[FoundModel]:
         if not cache.is_dir():
             continue
         for snapshot in sorted(cache.glob("models--*/snapshots/*")):
-            if snapshot.resolve() in seen or not is_bert_folder(snapshot):
+            if snapshot.resolve() in seen:
+                continue
+            if is_decoder_folder(snapshot):  # a Hugging Face decoder: config, safetensors
+                seen.add(snapshot.resolve())
+                repo = snapshot.parent.parent.name.removeprefix("models--").replace("--", "/")
+                found.append(FoundModel(repo, snapshot, "hub cache"))
+                continue
+            if not is_bert_folder(snapshot):
                 continue
             seen.add(snapshot.resolve())
             found.append(FoundModel(model_name(snapshot), snapshot, "hub cache"))

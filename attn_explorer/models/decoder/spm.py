@@ -66,11 +66,11 @@ class SentencePieceTokenizer:
             byte_fallback=True,
         )
         self._tokenizer = Tokenizer(model)
-        self._tokenizer.normalizer = normalizers.Replace(" ", SPACE)  # type: ignore[assignment]  # stub
-        self._tokenizer.pre_tokenizer = pre_tokenizers.Split(  # type: ignore[assignment]  # stub
+        self._tokenizer.normalizer = normalizers.Replace(" ", SPACE)
+        self._tokenizer.pre_tokenizer = pre_tokenizers.Split(
             pattern=" ", behavior="merged_with_previous", invert=False
         )
-        self._tokenizer.decoder = decoders.Sequence(  # type: ignore[assignment]  # stub
+        self._tokenizer.decoder = decoders.Sequence(
             [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
         )
         kinds = list(token_types) + [1] * (len(tokens) - len(token_types))

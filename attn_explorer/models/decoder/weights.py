@@ -119,11 +119,12 @@ class DecoderConfig:
         family = ARCHITECTURES[arch]
         layers = number("block_count")
         has_window = file.get(f"{arch}.attention.sliding_window") is not None
-        window = number("attention.sliding_window") if family.global_every and has_window else 0
+        pattern = file.get(f"{arch}.attention.sliding_window_pattern")
+        windowed = has_window and (family.global_every or pattern is not None)
+        window = number("attention.sliding_window") if windowed else 0
         softcap = number("attn_logit_softcapping", float, default=50.0) if family.softcap else 0.0
         final_cap = number("final_logit_softcapping", float, default=30.0) if family.softcap else 0
         kinds, source = layer_kinds(layers, family.global_every, window), "llama.cpp's convention"
-        pattern = file.get(f"{arch}.attention.sliding_window_pattern")
         if window and isinstance(pattern, list) and len(pattern) == layers:
             kinds, source = tuple("local" if bool(p) else "global" for p in pattern), "the file"
         elif window and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
@@ -140,7 +141,8 @@ class DecoderConfig:
             context_length=number("context_length"),
             rope_theta=number("rope.freq_base", float, default=10000.0),
             rms_norm_eps=number("attention.layer_norm_rms_epsilon", float),
-            permuted_qk=family.permuted_qk,
+            # A Hugging Face folder holds Q/K in the halves layout already.
+            permuted_qk=family.permuted_qk and getattr(file, "llama_cpp_layout", True),
             qkv_bias=family.qkv_bias,
             qk_norm=family.qk_norm,
             sandwich_norms=family.sandwich_norms,
@@ -149,8 +151,13 @@ class DecoderConfig:
             sliding_window=window,
             layer_kinds=kinds,
             layer_pattern_source=source if window else "",
-            local_rope_theta=family.local_rope_theta,
-            attention_scale=1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0,
+            local_rope_theta=float(file.get(f"{arch}.rope.freq_base_swa", family.local_rope_theta)),
+            attention_scale=float(
+                file.get(
+                    f"{arch}.attention.scale",
+                    1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0.0,
+                )
+            ),
             attn_softcap=softcap,
             final_softcap=float(final_cap),
             fused=family.fused,
@@ -354,7 +361,9 @@ class DecoderWeights:
 
     def dequantize(self, name: str) -> np.ndarray:
         """A whole tensor as float32 (out, in), in big chunks of blocks (``formats.dequantize``)."""
-        fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
+        fast = None
+        if getattr(self.file, "llama_cpp_layout", True):  # a GGUF: its blocks, in big chunks
+            fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
         values = fast if fast is not None else self.file.dequantize(name)
         self.file.release(name)  # its quantized pages: read, not needed resident any more
         return values
