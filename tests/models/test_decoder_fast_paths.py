@@ -95,7 +95,8 @@ def test_decode_steps_equal_the_plain_attention_bit_for_bit(tmp_path, monkeypatc
 
     fast = run()
 
-    def plain(q, k, v, scale):
+    def plain(q, k, v, scale, keep=None, cap=0.0):
+        assert keep is None and cap == 0.0  # no sliding window, no soft-capping here
         kv_of = model.kv_heads
         att = attention(q, k[kv_of], v[kv_of], causal=True)
         assert att.scale == scale
@@ -127,8 +128,8 @@ def test_whole_tensor_dequantization_equals_gguf_bit_for_bit(kind, monkeypatch):
     values = (rng.standard_normal((70, 96)) * rng.uniform(0.01, 50, (70, 1))).astype(np.float32)
     values[3] = 0  # an all-zero row: d = 0
     packed = quantize(values, qtype)
-    monkeypatch.setattr(fast, "CHUNK_BLOCKS", 7)  # chunks that do not divide the blocks
+    monkeypatch.setattr(fast, "CHUNK_VALUES", 7 * 32)  # chunks that do not divide the blocks
     mine = fast.dequantize_fast(packed, kind)
     assert mine is not None and mine.dtype == np.float32 and mine.shape == (70, 96)
     np.testing.assert_array_equal(mine, dequantize(packed, qtype))
-    assert fast.dequantize_fast(packed, "Q4_0") is None  # other types: gguf's own
+    assert fast.dequantize_fast(packed, "IQ2_XXS") is None  # types not listed: gguf's own loop

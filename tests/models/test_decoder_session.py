@@ -22,6 +22,7 @@ def no_home_models(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HF_HOME", raising=False)
     monkeypatch.setattr(discovery, "GGUF_PACKAGES", ())
+    monkeypatch.setattr(discovery, "GEMMA3_CHUNKS", ())  # and Gemma 3
     monkeypatch.setattr(discovery, "MODEL_PACKAGES", ())
     return tmp_path
 

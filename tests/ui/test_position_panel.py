@@ -15,6 +15,7 @@ from attn_explorer.ui.model.position_panel import BERT_MESSAGE
 def view(qtbot, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(discovery, "GGUF_PACKAGES", ())
+    monkeypatch.setattr(discovery, "GEMMA3_CHUNKS", ())  # and Gemma 3
     widget = ModelView()
     qtbot.addWidget(widget)
     widget.resize(700, 800)

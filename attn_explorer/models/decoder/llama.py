@@ -3,7 +3,9 @@
     x = embedding[id]
     for each layer:
         q, k, v = RMSNorm(x) · W_q, W_k, W_v            # H query heads, H_kv key/value heads
-        q, k = RoPE(q), RoPE(k)                          # rotate halves (HF layout)
+        q, k = RMSNorm_head(q), RMSNorm_head(k)          # Qwen3 only: per-head q/k norm
+        q, k = RoPE(q), RoPE(k)                          # rotate halves (HF layout);
+                                                         # Llama 3: frequencies / rope_freqs
         x = x + W_o · attention(q, k[kv_head(h)], v[kv_head(h)], causal)
         x = x + W_down · (SiLU(W_gate · RMSNorm(x)) ⊙ W_up · RMSNorm(x))
     logits = RMSNorm(x) · embeddingᵀ                    # tied head unless output.weight exists
@@ -25,6 +27,7 @@ import numpy as np
 from attn_explorer.compute import LIMITS, attention
 from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.decoder.bpe import GGUFTokenizer
+from attn_explorer.models.decoder.spm import SentencePieceTokenizer
 from attn_explorer.models.decoder.weights import (
     DEFAULT_BUDGET_BYTES,
     DecoderConfig,
@@ -38,7 +41,7 @@ from attn_explorer.models.results import ModelAttention
 #: Largest (scores + weights) a single ``attention`` call keeps: L·H·T²·8 bytes.
 MAX_RECORD_BYTES = 1 << 30
 #: Tokens that end a turn, when the vocabulary has them (besides its eos token).
-END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>")
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<end_of_turn>")
 
 
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -53,9 +56,40 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (x.dtype.type(1) + np.exp(-x))
 
 
-def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, ...]:
-    """cos and sin, each (T, d): frequency i for dims i and i + d/2 (the halves layout)."""
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh form (PyTorch's ``gelu(approximate="tanh")``): Gemma's MLP gate."""
+    t = x.dtype.type
+    inner = t(np.sqrt(2.0 / np.pi)) * (x + t(0.044715) * x * x * x)
+    return t(0.5) * x * (t(1) + np.tanh(inner))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """cap · tanh(x / cap): Gemma 2's soft-capping of attention and final logits."""
+    t = x.dtype.type
+    return np.tanh(x / t(cap)) * t(cap)
+
+
+def window_keep(positions: np.ndarray, keys: int, window: int) -> np.ndarray:
+    """(T, keys) True where key j is within ``window`` of the query at ``positions[i]``
+    (i − j < window, the query itself included) and not after it."""
+    distance = positions[:, None] - np.arange(keys)[None, :]  # (T, keys)
+    return (distance >= 0) & (distance < window)
+
+
+def rope_tables(
+    positions: np.ndarray, head_dim: int, theta: float, factors: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
+    """cos and sin, each (T, d): frequency i for dims i and i + d/2 (the halves layout).
+
+    ``factors`` (d/2,) divide the frequencies, as llama.cpp applies a GGUF's
+    ``rope_freqs.weight`` (Llama 3's scaling of the low frequencies).
+    """
     inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # (d/2,)
+    if factors is not None:
+        inv_freq = inv_freq / np.asarray(factors, dtype=np.float64)  # (d/2,)
     angles = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # (T, d/2)
     angles = np.concatenate([angles, angles], axis=-1)  # (T, d)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
@@ -90,7 +124,12 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 
 def attend_one_row(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    keep: np.ndarray | None = None,
+    cap: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Causal attention of one new query row per head against every cached key.
 
@@ -99,13 +138,18 @@ def attend_one_row(
     for bit to ``compute.attention(q, k[kv_heads], v[kv_heads], causal=True)``: the
     same one-row matmuls (the KV head is broadcast across its group, not copied) and
     the same softmax, without the per-call checks (the last row sees every key, so
-    the causal mask hides nothing).
+    the causal mask hides nothing). ``keep`` (1, t) hides keys outside a sliding window;
+    ``cap`` soft-caps the scaled scores first (Gemma 2).
     """
     heads, kv, t = q.shape[0], k.shape[0], k.shape[1]
     group = heads // kv
     q4 = q.reshape(kv, group, 1, q.shape[-1])  # (H_kv, group, 1, d)
     scores = np.matmul(q4, k[:, None].swapaxes(-1, -2))  # (H_kv, group, 1, t)
-    weights, _ = softmax_rows(scores.reshape(heads, 1, t), factor=scale)  # (H, 1, t)
+    if cap:
+        capped = softcap(scores.reshape(heads, 1, t) * q.dtype.type(scale), cap)
+        weights, _ = softmax_rows(capped, keep=keep)  # (H, 1, t)
+    else:
+        weights, _ = softmax_rows(scores.reshape(heads, 1, t), factor=scale, keep=keep)
     output = np.matmul(weights.reshape(kv, group, 1, t), v[:, None])  # (H_kv, group, 1, d)
     return scores.reshape(heads, 1, t), weights, output.reshape(heads, 1, -1)
 
@@ -188,7 +232,7 @@ class DecoderModel:
         self,
         file: GGUFFile,
         config: DecoderConfig,
-        tokenizer: GGUFTokenizer,
+        tokenizer: GGUFTokenizer | SentencePieceTokenizer,
         weights: DecoderWeights,
         name: str = "",
     ) -> None:
@@ -200,8 +244,9 @@ class DecoderModel:
         self.name = name
         group = config.group_size
         self.kv_heads = np.arange(config.num_heads) // group  # (H,): query head -> KV head
-        self.scale = 1.0 / float(np.sqrt(float(config.head_dim)))  # as compute.attention's
-        self._rope_cos = self._rope_sin = np.empty((0, config.head_dim), dtype=np.float32)
+        self.scale = config.attention_scale or 1.0 / float(np.sqrt(float(config.head_dim)))
+        #: Per kind of layer ("global", "local"): cos and sin for every position so far.
+        self._ropes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.end_ids = frozenset(
             i
             for i in [tokenizer.eos_id, *map(tokenizer.token_id, END_OF_TURN)]
@@ -251,25 +296,46 @@ class DecoderModel:
         if ids.ndim != 1 or ids.size == 0 or ids.min() < 0 or ids.max() >= c.vocab_size:
             raise ValueError(f"input_ids: expected (T,) ids in 0 … {c.vocab_size - 1}.")
         start = cache.length if cache is not None else 0
-        cos, sin = self._rope(start, start + ids.size)
+        positions = np.arange(start, start + ids.size)  # (T,) absolute positions
         x = self.weights.embed(ids)  # (T, hidden)
+        if c.embedding_scale != 1.0:
+            x = x * np.float32(c.embedding_scale)  # Gemma: × √width
+        activation = ACTIVATIONS[c.activation]
         hidden = np.empty((c.num_layers + 1 if record else 1, *x.shape), dtype=x.dtype)
         hidden[0], kept = x, list[np.ndarray]()  # q, k, v, scores, weights (L, …) if recorded
         for index in range(c.num_layers):
             w = self.weights.layer(index)
+            local = c.layer_kinds[index] == "local" if c.layer_kinds else False
+            cos, sin = self._rope(start, start + ids.size, "local" if local else "global")
             q, k, v = self._qkv(rms_norm(x, w.attn_norm, c.rms_norm_eps), w, cos, sin)
             if cache is not None:
                 k, v = cache.extend(index, k, v)  # (H_kv, t, d): cached and new positions
+            keep = window_keep(positions, k.shape[1], c.sliding_window) if local else None
             if ids.size == 1:  # a decode step: one query row, no per-call checks
-                scores, weights, output = attend_one_row(q, k, v, self.scale)
+                scores, weights, output = attend_one_row(q, k, v, self.scale, keep, c.attn_softcap)
+            elif c.attn_softcap:  # Gemma 2: the scaled scores soft-capped before the softmax
+                scores, weights, output = self._capped_attention(q, k, v, keep)
             else:  # every query head against its shared key/value head, copied per head
-                att = attention(q, k[self.kv_heads], v[self.kv_heads], causal=True)
+                att = attention(
+                    q,
+                    k[self.kv_heads],
+                    v[self.kv_heads],
+                    causal=True,
+                    mask=keep,
+                    scale=c.attention_scale or True,
+                )
                 assert att.output is not None and att.scale == self.scale
                 scores, weights, output = att.scores, att.weights, att.output
             mixed = output.transpose(1, 0, 2).reshape(ids.size, -1)  # (T, H·d)
-            x = x + mixed @ w.attn_output.T  # (T, H·d) @ (H·d, hidden)
+            attended = mixed @ w.attn_output.T  # (T, H·d) @ (H·d, hidden)
+            if w.post_attn_norm is not None:  # Gemma's sandwich norms
+                attended = rms_norm(attended, w.post_attn_norm, c.rms_norm_eps)
+            x = x + attended
             h = rms_norm(x, w.ffn_norm, c.rms_norm_eps)
-            x = x + (silu(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) -> (T, hidden)
+            mlp = (activation(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) -> (T, hidden)
+            if w.post_ffn_norm is not None:
+                mlp = rms_norm(mlp, w.post_ffn_norm, c.rms_norm_eps)
+            x = x + mlp
             if record:  # into (L, …) arrays as it goes: no list of layers stacked at the end
                 new = slice(k.shape[1] - ids.size, None)  # this pass's own keys and values
                 layer = (q, k[:, new], v[:, new], scores, weights)
@@ -279,20 +345,43 @@ class DecoderModel:
         if cache is not None:
             cache.advance(ids.size)
         logits = self.weights.logits(rms_norm(x, self.weights.final_norm, c.rms_norm_eps))
+        if c.final_softcap:
+            logits = softcap(logits, c.final_softcap)
         if not record:
             return DecoderForward(logits, None, None, None, None, None, None, self.scale)
         q, k, v, s, a = kept
         return DecoderForward(logits, hidden, q, k, v, s, a, self.scale)
 
-    def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin (end − start, d) for positions start … end − 1, from tables kept
-        for every position so far (grown by doubling; computed per element, so a
-        slice equals the table of just those positions)."""
-        if end > self._rope_cos.shape[0]:
-            positions = np.arange(max(end, 2 * self._rope_cos.shape[0], 64))
+    def _rope(self, start: int, end: int, kind: str = "global") -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin (end − start, d) for positions start … end − 1 of a ``kind`` of layer,
+        from tables kept for every position so far (grown by doubling; computed per
+        element, so a slice equals the table of just those positions). Local layers have
+        their own base (Gemma 3) and no Llama 3 factors."""
+        cos, sin = self._ropes.get(kind, (None, None))
+        if cos is None or sin is None or end > cos.shape[0]:
+            positions = np.arange(max(end, 2 * (0 if cos is None else cos.shape[0]), 64))
             c = self.config
-            self._rope_cos, self._rope_sin = rope_tables(positions, c.head_dim, c.rope_theta)
-        return self._rope_cos[start:end], self._rope_sin[start:end]
+            if kind == "local" and c.local_rope_theta:
+                cos, sin = rope_tables(positions, c.head_dim, c.local_rope_theta)
+            else:
+                cos, sin = rope_tables(
+                    positions, c.head_dim, c.rope_theta, self.weights.rope_factors
+                )
+            self._ropes[kind] = (cos, sin)
+        return cos[start:end], sin[start:end]
+
+    def _capped_attention(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Causal attention with Gemma 2's soft-capped logits: (H, T, d) queries against the
+        (H_kv, t, d) keys and values their group shares."""
+        c, t_q, t_k = self.config, q.shape[1], k.shape[1]
+        scores = np.matmul(q, k[self.kv_heads].swapaxes(-1, -2))  # (H, T, t)
+        capped = softcap(scores * np.float32(self.scale), c.attn_softcap)  # (H, T, t)
+        causal = np.arange(t_k)[None, :] <= (np.arange(t_q) + t_k - t_q)[:, None]  # (T, t)
+        weights, _ = softmax_rows(capped, keep=causal if keep is None else causal & keep)
+        output = np.matmul(weights, v[self.kv_heads])  # (H, T, t) @ (H, t, d)
+        return scores, weights, output
 
     def _qkv(
         self, h: np.ndarray, w: LayerWeights, cos: np.ndarray, sin: np.ndarray
@@ -317,6 +406,8 @@ class DecoderModel:
                 bias = w.bias(index)
                 parts.append(y if bias is None else y + bias)
         q, k, v = (p.reshape(t, -1, d).transpose(1, 0, 2) for p in parts)  # (count, T, d)
+        if w.q_norm is not None and w.k_norm is not None:  # Qwen3: each head's q and k
+            q, k = rms_norm(q, w.q_norm, c.rms_norm_eps), rms_norm(k, w.k_norm, c.rms_norm_eps)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def readable(self, ids: list[int]) -> list[str]:
@@ -363,6 +454,8 @@ class DecoderModel:
     def chat_prompt(self, message: str) -> str:
         """``message`` as one user turn in the model's ChatML template, ready for its reply."""
         template = str(self.file.get("tokenizer.chat_template", ""))
+        if "<start_of_turn>" in template:  # Gemma's turns (BOS comes from the tokenizer)
+            return f"<start_of_turn>user\n{message}<end_of_turn>\n<start_of_turn>model\n"
         if "<|im_start|>" not in template:
             raise ModelError(
                 f"{self.path}: the chat template is not ChatML (<|im_start|>); "
@@ -440,7 +533,11 @@ def load_gguf(path: str | Path, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> Dec
     """Open a GGUF decoder: header, configuration and tokenizer checked; layers on demand."""
     file = GGUFFile(Path(path).expanduser())
     config = DecoderConfig.from_gguf(file)
-    tokenizer = GGUFTokenizer.from_gguf(file)
+    tokenizer: GGUFTokenizer | SentencePieceTokenizer
+    if file.get("tokenizer.ggml.model") == "llama":  # SentencePiece (Gemma)
+        tokenizer = SentencePieceTokenizer.from_gguf(file)
+    else:
+        tokenizer = GGUFTokenizer.from_gguf(file)
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelError(
             f"{file.path}: the tokenizer has {tokenizer.vocab_size:,} tokens but the model "

@@ -11,8 +11,12 @@ larger than the budget still runs in about file size + one layer of float32.
 ``llama`` model so that its rotary embedding can rotate *adjacent* pairs
 (dims 2i, 2i+1). We undo that permutation here, as transformers does when it
 reads a GGUF, so every head's query and key are in Hugging Face's layout, where
-RoPE rotates *halves* (dim i with dim i + d/2). ``qwen2`` files are not permuted
-(llama.cpp rotates halves for them), so they are read as stored.
+RoPE rotates *halves* (dim i with dim i + d/2). ``qwen2`` and ``qwen3`` files are not
+permuted (llama.cpp rotates halves for them), so they are read as stored.
+
+**Llama 3's RoPE scaling** is not metadata in a GGUF: llama.cpp's converter stores the
+per-frequency factors as a ``rope_freqs.weight`` tensor (d/2 values; frequency i is divided
+by factor i), which :attr:`DecoderWeights.rope_factors` reads when the file has one.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from attn_explorer.models.decoder.families import FAMILIES, layer_kinds
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
 
-#: architecture -> (Q/K rows permuted for adjacent-pair RoPE?, Q/K/V have biases?)
-ARCHITECTURES = {"llama": (True, False), "qwen2": (False, True)}
+#: Every architecture the reader runs (``families.py`` says what each one changes).
+ARCHITECTURES = FAMILIES
 
 #: Default budget for dequantized layers kept in memory (float32 bytes).
 DEFAULT_BUDGET_BYTES = 2 << 30
@@ -51,6 +56,21 @@ class DecoderConfig:
     rms_norm_eps: float
     permuted_qk: bool
     qkv_bias: bool
+    qk_norm: bool = False
+    sandwich_norms: bool = False
+    embedding_scale: float = 1.0  # Gemma: √width
+    activation: str = "silu"
+    #: Keys a local layer's query sees, itself included (0: no sliding window).
+    sliding_window: int = 0
+    #: "local" or "global" per layer, and where that came from ("the file" or a convention).
+    layer_kinds: tuple[str, ...] = ()
+    layer_pattern_source: str = ""
+    local_rope_theta: float = 0.0
+    #: The attention scale when the family fixes one (Gemma: 1/√key_length); 0: 1/√d.
+    attention_scale: float = 0.0
+    attn_softcap: float = 0.0  # Gemma 2: logits → cap · tanh(logits / cap); 0: none
+    final_softcap: float = 0.0
+    fused: bool = False  # Phi-3: one attn_qkv and one gate + up ffn_up per layer
 
     @property
     def group_size(self) -> int:
@@ -82,17 +102,36 @@ class DecoderConfig:
                 f"{path}: {heads} heads and {kv_heads} key/value heads do not divide "
                 f"the width {hidden}; the metadata is inconsistent."
             )
-        head_dim = number("rope.dimension_count", default=hidden // heads)
-        if head_dim != hidden // heads or head_dim % 2:
+        # Qwen3 and Gemma give the head size apart from the width (key_length); others don't.
+        head_dim = number("attention.key_length", default=hidden // heads)
+        rotary = number("rope.dimension_count", default=head_dim)
+        if rotary != head_dim or head_dim % 2:
             raise ModelError(
-                f"{path}: rope.dimension_count {head_dim} is not the head size "
-                f"{hidden // heads}; partial rotary embeddings are not supported."
+                f"{path}: rope.dimension_count {rotary} is not the head size "
+                f"{head_dim}; partial rotary embeddings are not supported."
+            )
+        if number("attention.value_length", default=head_dim) != head_dim:
+            raise ModelError(
+                f"{path}: attention.value_length differs from key_length {head_dim}; "
+                "values of another size than keys are not supported."
             )
         tokens = file.get("tokenizer.ggml.tokens") or []
-        permuted, bias = ARCHITECTURES[arch]
+        family = ARCHITECTURES[arch]
+        layers = number("block_count")
+        has_window = file.get(f"{arch}.attention.sliding_window") is not None
+        pattern = file.get(f"{arch}.attention.sliding_window_pattern")
+        windowed = has_window and (family.global_every or pattern is not None)
+        window = number("attention.sliding_window") if windowed else 0
+        softcap = number("attn_logit_softcapping", float, default=50.0) if family.softcap else 0.0
+        final_cap = number("final_logit_softcapping", float, default=30.0) if family.softcap else 0
+        kinds, source = layer_kinds(layers, family.global_every, window), "llama.cpp's convention"
+        if window and isinstance(pattern, list) and len(pattern) == layers:
+            kinds, source = tuple("local" if bool(p) else "global" for p in pattern), "the file"
+        elif window and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
+            kinds, source = layer_kinds(layers, pattern, window), "the file"
         config = cls(
             architecture=arch,
-            num_layers=number("block_count"),
+            num_layers=layers,
             hidden_size=hidden,
             intermediate_size=number("feed_forward_length"),
             num_heads=heads,
@@ -102,8 +141,26 @@ class DecoderConfig:
             context_length=number("context_length"),
             rope_theta=number("rope.freq_base", float, default=10000.0),
             rms_norm_eps=number("attention.layer_norm_rms_epsilon", float),
-            permuted_qk=permuted,
-            qkv_bias=bias,
+            # A Hugging Face folder holds Q/K in the halves layout already.
+            permuted_qk=family.permuted_qk and getattr(file, "llama_cpp_layout", True),
+            qkv_bias=family.qkv_bias,
+            qk_norm=family.qk_norm,
+            sandwich_norms=family.sandwich_norms,
+            embedding_scale=float(np.sqrt(np.float32(hidden))) if family.scaled_embedding else 1.0,
+            activation=family.activation,
+            sliding_window=window,
+            layer_kinds=kinds,
+            layer_pattern_source=source if window else "",
+            local_rope_theta=float(file.get(f"{arch}.rope.freq_base_swa", family.local_rope_theta)),
+            attention_scale=float(
+                file.get(
+                    f"{arch}.attention.scale",
+                    1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0.0,
+                )
+            ),
+            attn_softcap=softcap,
+            final_softcap=float(final_cap),
+            fused=family.fused,
         )
         check_tensors(file, config)
         return config
@@ -124,8 +181,19 @@ def layer_shapes(config: DecoderConfig, layer: int) -> dict[str, tuple[int, ...]
         "ffn_up.weight": (ff, d),
         "ffn_down.weight": (d, ff),
     }
+    if config.fused:  # Phi-3: what three and two matrices hold elsewhere, in one each
+        for name in ("attn_q.weight", "attn_k.weight", "attn_v.weight", "ffn_gate.weight"):
+            del shapes[name]
+        shapes |= {"attn_qkv.weight": (q_out + 2 * kv_out, d), "ffn_up.weight": (2 * ff, d)}
     if config.qkv_bias:
         shapes |= {"attn_q.bias": (q_out,), "attn_k.bias": (kv_out,), "attn_v.bias": (kv_out,)}
+    if config.sandwich_norms:
+        shapes |= {"post_attention_norm.weight": (d,), "post_ffw_norm.weight": (d,)}
+    if config.qk_norm:
+        shapes |= {
+            "attn_q_norm.weight": (config.head_dim,),
+            "attn_k_norm.weight": (config.head_dim,),
+        }
     return {f"blk.{layer}.{name}": shape for name, shape in shapes.items()}
 
 
@@ -143,6 +211,8 @@ def check_tensors(file: GGUFFile, config: DecoderConfig) -> None:
     }
     if file.has("output.weight"):
         expected["output.weight"] = (config.vocab_size, config.hidden_size)
+    if file.has("rope_freqs.weight"):
+        expected["rope_freqs.weight"] = (config.head_dim // 2,)
     for layer in range(config.num_layers):
         expected |= layer_shapes(config, layer)
     for name, shape in expected.items():
@@ -196,6 +266,10 @@ class LayerWeights:
     query_rows: int  # H·d
     kv_rows: int  # H_kv·d
     qkv_bias: np.ndarray | None = None  # (H·d + 2·H_kv·d,)
+    q_norm: np.ndarray | None = None  # (d,): Qwen3's per-head RMSNorm of q, before RoPE
+    k_norm: np.ndarray | None = None  # (d,): the same for k
+    post_attn_norm: np.ndarray | None = None  # (hidden,): Gemma's norm of the attention output
+    post_ffn_norm: np.ndarray | None = None  # (hidden,): and of the MLP output
 
     @classmethod
     def fuse(
@@ -210,6 +284,8 @@ class LayerWeights:
         up: np.ndarray,
         down: np.ndarray,
         biases: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        qk_norms: tuple[np.ndarray, np.ndarray] | None = None,
+        post_norms: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> LayerWeights:
         """The layer from its separate weights (PyTorch layout), Q, K and V joined."""
         return cls(
@@ -223,6 +299,10 @@ class LayerWeights:
             query_rows=query.shape[0],
             kv_rows=key.shape[0],
             qkv_bias=None if biases is None else np.concatenate(biases),
+            q_norm=None if qk_norms is None else qk_norms[0],
+            k_norm=None if qk_norms is None else qk_norms[1],
+            post_attn_norm=None if post_norms is None else post_norms[0],
+            post_ffn_norm=None if post_norms is None else post_norms[1],
         )
 
     def _qkv_slices(self) -> tuple[slice, slice, slice]:
@@ -263,6 +343,10 @@ class DecoderWeights:
         self.kept_bytes = 0
         self.dequantized = 0  # how many times a layer was dequantized (tests read this)
         self.final_norm = file.dequantize("output_norm.weight")
+        #: Llama 3's per-frequency RoPE divisors (d/2,), or None (see the module doc).
+        self.rope_factors: np.ndarray | None = (
+            file.dequantize("rope_freqs.weight") if file.has("rope_freqs.weight") else None
+        )
         embedding_bytes = config.vocab_size * config.hidden_size * 4
         self._embedding: np.ndarray | None = None
         if embedding_bytes <= budget_bytes // 2:
@@ -276,8 +360,10 @@ class DecoderWeights:
             self.kept_bytes += embedding_bytes
 
     def dequantize(self, name: str) -> np.ndarray:
-        """A whole tensor as float32 (out, in): Q4_1 / Q8_0 in one pass, others by gguf."""
-        fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
+        """A whole tensor as float32 (out, in), in big chunks of blocks (``formats.dequantize``)."""
+        fast = None
+        if getattr(self.file, "llama_cpp_layout", True):  # a GGUF: its blocks, in big chunks
+            fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
         values = fast if fast is not None else self.file.dequantize(name)
         self.file.release(name)  # its quantized pages: read, not needed resident any more
         return values
@@ -311,7 +397,14 @@ class DecoderWeights:
         def tensor(name: str) -> np.ndarray:
             return self.dequantize(prefix + name)
 
-        query, key = tensor("attn_q.weight"), tensor("attn_k.weight")
+        if c.fused:  # Phi-3: rows of Q, then K, then V; gate rows, then up rows
+            qkv, gate_up = tensor("attn_qkv.weight"), tensor("ffn_up.weight")
+            q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+            query, key, value = np.split(qkv, [q_rows, q_rows + kv_rows])
+            gate, up = np.split(gate_up, 2)
+        else:
+            query, key, value = tensor("attn_q.weight"), tensor("attn_k.weight"), None
+            gate, up = tensor("ffn_gate.weight"), tensor("ffn_up.weight")
         biases = None
         if c.qkv_bias:
             biases = (tensor("attn_q.bias"), tensor("attn_k.bias"), tensor("attn_v.bias"))
@@ -327,13 +420,21 @@ class DecoderWeights:
             attn_norm=tensor("attn_norm.weight"),
             query=query,
             key=key,
-            value=tensor("attn_v.weight"),
+            value=tensor("attn_v.weight") if value is None else value,
             attn_output=tensor("attn_output.weight"),
             ffn_norm=tensor("ffn_norm.weight"),
-            gate=tensor("ffn_gate.weight"),
-            up=tensor("ffn_up.weight"),
+            gate=gate,
+            up=up,
             down=tensor("ffn_down.weight"),
             biases=biases,
+            qk_norms=(
+                (tensor("attn_q_norm.weight"), tensor("attn_k_norm.weight")) if c.qk_norm else None
+            ),
+            post_norms=(
+                (tensor("post_attention_norm.weight"), tensor("post_ffw_norm.weight"))
+                if c.sandwich_norms
+                else None
+            ),
         )
         self.dequantized += 1
         if self.kept_bytes + weights.nbytes <= self.budget_bytes:

