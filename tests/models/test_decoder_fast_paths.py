@@ -14,11 +14,11 @@ import pytest
 
 import attn_explorer.models.decoder.llama as llama
 from attn_explorer.compute import attention
-from attn_explorer.models.decoder.llama import (
+from attn_explorer.models.decoder.llama import load_gguf
+from attn_explorer.models.decoder.ops import (
     KVCache,
     apply_rope,
     attend_one_row,
-    load_gguf,
     rope_tables,
     rotate_halves,
 )

@@ -7,7 +7,7 @@ position. A query at position p + Δ and a key at position p are rotated by
     score(Δ) = RoPE(q, p + Δ) · RoPE(k, p)        the same for every p
 
 :func:`score_by_distance` computes that curve with the decoder's own tables and
-rotation (``llama.rope_tables`` and ``llama.apply_rope``: the halves layout the forward
+rotation (``ops.rope_tables`` and ``ops.apply_rope``: the halves layout the forward
 pass uses), so it shows the convention the model really runs. :func:`head_position_curve`
 picks a real pair from a result: the last token's query and the key it attends to
 most, taken back to before their rotation.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attn_explorer.models.decoder.llama import apply_rope, rope_tables
+from attn_explorer.models.decoder.ops import apply_rope, rope_tables
 from attn_explorer.models.results import ModelAttention
 
 #: Δ = 0 … this many tokens, by default.
