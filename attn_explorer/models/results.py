@@ -64,6 +64,11 @@ class ModelAttention:
     causal: bool = False
     logits: np.ndarray | None = None
     kv_heads: np.ndarray | None = None
+    #: Decoders: "local" or "global" per layer, the local layers' window (0: none), and
+    #: what the weights are and how the file was read ("Q4_K_M: 168 × Q4_K, …").
+    layer_kinds: tuple[str, ...] = ()
+    window: int = 0
+    notes: tuple[str, ...] = ()
 
     def kv_head(self, head: int) -> int:
         """The key/value head query head ``head`` reads (itself unless heads share keys)."""

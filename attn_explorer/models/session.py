@@ -267,11 +267,13 @@ class ModelSession:
             return ""
         n_heads, n_kv = len(result.kv_heads), int(result.kv_heads.max()) + 1
         if n_kv == n_heads:
-            return f"{n_heads} query heads, each with its own key/value head."
-        return (
-            f"{n_heads} query heads share {n_kv} key/value heads "
-            f"({n_heads // n_kv} read each one); causal: no query sees a later key."
-        )
+            text = f"{n_heads} query heads, each with its own key/value head."
+        else:
+            text = (
+                f"{n_heads} query heads share {n_kv} key/value heads "
+                f"({n_heads // n_kv} read each one); causal: no query sees a later key."
+            )
+        return "\n".join([text, *result.notes])
 
     # -- generation ----------------------------------------------------------------------
 

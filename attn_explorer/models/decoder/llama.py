@@ -45,6 +45,7 @@ from attn_explorer.models.decoder.weights import (
     LayerWeights,
 )
 from attn_explorer.models.errors import ModelError, TextError, check_text
+from attn_explorer.models.formats.dequantize import file_type_name, quantization_mix
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.results import ModelAttention
 
@@ -310,7 +311,25 @@ class DecoderModel:
             causal=True,
             logits=result.logits,
             kv_heads=self.kv_heads.copy(),
+            layer_kinds=self.config.layer_kinds,
+            window=self.config.sliding_window,
+            notes=self.notes(),
         )
+
+    def notes(self) -> tuple[str, ...]:
+        """What the view says of the weights and of the layers' attention, one line each."""
+        c, lines = self.config, []
+        names = [self.file.type_name(name) for name in self.file.tensors]
+        kind = file_type_name(self.file.get("general.file_type"))
+        mix = quantization_mix(names)
+        lines.append(f"{kind}: {mix}" if kind else f"weights: {mix}")
+        if c.sliding_window:
+            local = sum(k == "local" for k in c.layer_kinds)
+            lines.append(
+                f"{local} of {c.num_layers} layers local (window {c.sliding_window}), the rest "
+                f"global; the pattern from {c.layer_pattern_source or 'the file'}."
+            )
+        return tuple(lines)
 
     def chat_prompt(self, message: str) -> str:
         """``message`` as one user turn in the model's ChatML template, ready for its reply."""

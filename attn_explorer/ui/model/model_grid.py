@@ -190,7 +190,11 @@ class GridHeader(QWidget):
         if grid.shape is None:
             return []
         if not self._columns:
-            return [f"layer {layer + 1}" for layer in range(grid.shape[0])]
+            notes = grid.layer_notes
+            return [
+                f"layer {layer + 1}" + (f"\n{notes[layer]}" if layer < len(notes) else "")
+                for layer in range(grid.shape[0])
+            ]
         gap = " " if grid.cell >= ONE_LINE_HEAD_PX else "\n"
         return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
 
@@ -282,6 +286,8 @@ class ThumbnailGrid(QScrollArea):
         self.selected: Head = (0, 0)
         self.cell = MIN_CELL_PX
         self.kv_heads: np.ndarray | None = None  # (H,): the KV head each query head reads
+        #: Under each "layer n": "local 512" or "global" when the layers differ, else nothing.
+        self.layer_notes: list[str] = []
 
     @property
     def header_height(self) -> int:
@@ -295,6 +301,15 @@ class ThumbnailGrid(QScrollArea):
         self.setViewportMargins(ROW_LABEL_PX, self.header_height, 0, 0)
         self._place_headers()
         self._fit()
+
+    def set_layer_kinds(self, kinds: tuple[str, ...], window: int) -> None:
+        """Say under each layer's label whether it is local (its window) or global."""
+        self.layer_notes = (
+            [f"local {window}" if kind == "local" else "global" for kind in kinds]
+            if window and "local" in kinds
+            else []
+        )
+        self._layer_header.update()
 
     def build(self, n_layers: int, n_heads: int) -> None:
         """One thumbnail per (layer, head); nothing is rebuilt when the shape is the same."""

@@ -441,6 +441,7 @@ class ModelView(QWidget):
         assert result is not None  # the result event only follows a new result
         self.grid.build(*result.weights.shape[:2])
         self.grid.set_groups(result.kv_heads)
+        self.grid.set_layer_kinds(result.layer_kinds, result.window)
         sharing = self.session.sharing()
         self.sharing_label.setText(sharing)
         self.sharing_label.setVisible(bool(sharing))
