@@ -37,7 +37,7 @@ from attn_explorer.state.storage.session_file import (
     write_atomic,
 )
 from attn_explorer.state.types import Options, Snapshot
-from attn_explorer.ui.common.settings import data_dir, settings
+from attn_explorer.ui.common.settings import data_dir, last_dir, settings
 from attn_explorer.ui.common.text import message_box
 
 MAX_RECENT = 8
@@ -60,10 +60,6 @@ def recent_files() -> list[str]:
     if isinstance(value, str):  # QSettings gives a one-item list back as a string
         return [value]
     return [str(v) for v in value] if isinstance(value, list) else []
-
-
-def last_dir() -> str:
-    return str(settings().value("last_dir", str(Path.home())))
 
 
 def remember_recent(path: str | os.PathLike[str]) -> None:
