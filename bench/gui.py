@@ -188,8 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     from attn_explorer.ui.explorer.heatmaps import HeatmapGrid
     from attn_explorer.ui.window.main_window import MainWindow
 
+    try:
+        from attn_explorer.ui.window.launch import prepare_interpreter
+    except ImportError:  # a tree from before it: its MainWindow set the switch interval itself
+        prepare_interpreter = None
+    if prepare_interpreter is not None:
+        prepare_interpreter()  # as the app's start does
     w = MainWindow()
-    w.ask_before_discard = False
+    w.files.ask_before_discard = False
     w.resize(1400, 900)
     w.show()
     app.processEvents()

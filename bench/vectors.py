@@ -45,19 +45,21 @@ def run(tokens: int, events: int) -> None:
 
     from attn_explorer.state import Snapshot
     from attn_explorer.ui.vectors.vectors_view import DRAG_WRITE_MS
+    from attn_explorer.ui.window.launch import prepare_interpreter
     from attn_explorer.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     heads, dim = 8, 2
+    prepare_interpreter()  # as the app's start does
     window = MainWindow()
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     window.resize(1400, 900)
     window.show()
     rng = np.random.default_rng(0)
     q, k, v = (np.round(rng.standard_normal((1, heads, tokens, dim)), 2) for _ in range(3))
     window.session.load(Snapshot(tuple(f"t{n + 1}" for n in range(tokens)), q, k, v))
     window.session.set_option("strategy", "batched")
-    view = window.open_vectors_view()
+    view = window.commands.open_vectors_view()
     for _ in range(20):
         app.processEvents()
     view.state.set_snap(0.0)  # every move is a new position: the worst case

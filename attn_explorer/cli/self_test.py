@@ -189,8 +189,10 @@ def _run(folder: Path) -> list[str]:
     _check_resources()
     lines.append("resources: icons found through importlib.resources")
 
+    from attn_explorer.ui.window.launch import prepare_interpreter
     from attn_explorer.ui.window.main_window import MainWindow
 
+    prepare_interpreter()  # as the app's start does
     window = MainWindow()
     try:
         window.show()
@@ -212,7 +214,7 @@ def _run(folder: Path) -> list[str]:
 
 def close_quietly(window: MainWindow) -> None:
     """Close ``window`` without a "save changes?" dialog: its edits are the self-test's own."""
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     window.session.mark_saved()
     window.close()
     window.deleteLater()

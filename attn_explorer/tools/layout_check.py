@@ -274,7 +274,7 @@ def _view_main(window: MainWindow) -> None:
 
 def _view_stepper(window: MainWindow) -> None:
     _load(window, "exercise")
-    window.set_strategy("loop")
+    window.commands.set_strategy("loop")
     panel = window.stepper
     window.stepper_dock.raise_()
     panel.predict_check.setChecked(True)
@@ -314,16 +314,16 @@ def _view_model(window: MainWindow) -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="layout-check-model-"))
     write_tiny_bert(folder, config=tiny_config(num_attention_heads=12, hidden_size=48))
-    view = window.open_model_view()
+    view = window.commands.open_model_view()
     view.set_model_folder(folder)
     view.set_sentence("The teacher projects attention on the wall.")
     view.compute_now()
 
 
 def _view_vectors(window: MainWindow) -> None:
-    window.open_vectors_view()
+    window.commands.open_vectors_view()
     _load(window, "exercise")
-    window.seek_cell(0, 0, 1, 3)  # q2 · k4: the exercise's perpendicular pair
+    window.commands.seek_cell(0, 0, 1, 3)  # q2 · k4: the exercise's perpendicular pair
 
 
 SETUPS: dict[str, Callable[[MainWindow], None]] = {
@@ -342,7 +342,10 @@ def check(folder: Path, views: Sequence[str] = VIEWS) -> dict[str, object]:
     from attn_explorer.render.qt_app import qt_application
 
     app = qt_application()
+    from attn_explorer.ui.window.launch import prepare_interpreter
     from attn_explorer.ui.window.main_window import MainWindow
+
+    prepare_interpreter()  # as the app's start does
 
     folder.mkdir(parents=True, exist_ok=True)
     screen = app.primaryScreen().availableGeometry()

@@ -58,7 +58,10 @@ def take(
     from attn_explorer.tools.layout_check import SETUPS
 
     app = qt_application()
+    from attn_explorer.ui.window.launch import prepare_interpreter
     from attn_explorer.ui.window.main_window import MainWindow
+
+    prepare_interpreter()  # as the app's start does
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []

@@ -42,6 +42,7 @@ def main(folder: Path, suffix: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with private_app_folders(scratch):
         app = qt_application()
+        from attn_explorer.ui.window.docks import show_dock
         from attn_explorer.ui.window.main_window import MainWindow
 
         area = app.primaryScreen().availableGeometry()
@@ -64,7 +65,7 @@ def main(folder: Path, suffix: str) -> None:
             return window
 
         window = fresh()
-        view = window.open_model_view()
+        view = window.commands.open_model_view()
         save(window, "model-view-empty")
         view.set_model_folder(model)
         view.set_sentence("The cat sat on the mat, and the dog ran.")
@@ -74,7 +75,7 @@ def main(folder: Path, suffix: str) -> None:
         close_quietly(window)
 
         window = fresh()
-        window._show_dock(window.timing_dock)
+        show_dock(window.timing_dock)
         save(window, "timing-empty")
         assert window.timing_panel is not None
         window.timing_panel.show_sweep(FAKE_SWEEP)

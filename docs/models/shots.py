@@ -33,10 +33,10 @@ def main() -> int:
         return 2
     app = QApplication.instance() or QApplication(sys.argv)
     window = MainWindow()
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     window.resize(1280, 800)
     window.show()
-    view = window.open_model_view()
+    view = window.commands.open_model_view()
     assert window.model_dock is not None
     window.inputs_dock.hide()  # the Model dock gets the left half: bigger cells
 

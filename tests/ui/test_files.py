@@ -16,11 +16,11 @@ from attn_explorer.ui.window.main_window import MainWindow
 
 def test_save_then_open_restores_numbers_and_options(window, tmp_path):
     window.session.set_cell("key", 2, 1, 0.1 + 0.2)
-    window.set_strategy("loop")
+    window.commands.set_strategy("loop")
     path = tmp_path / "mine.json"
     assert window.files.save_to(str(path))
     assert "*" not in window.windowHandle().title() and "mine" in window.windowHandle().title()
-    window.load_preset("identity")
+    window.commands.load_preset("identity")
     assert window.files.open_path(str(path))
     assert window.session.head_matrix("key")[2, 1] == 0.1 + 0.2
     assert window.session.options.strategy == "loop"
@@ -91,7 +91,7 @@ def test_autosave_is_written_in_the_background_and_recovered(qtbot, window):
     thread.join(5)
     assert autosave_path().exists()
     fresh = MainWindow()
-    fresh.ask_before_discard = False
+    fresh.files.ask_before_discard = False
     qtbot.addWidget(fresh)
     assert fresh.files.start() == "recovered"
     assert fresh.session.head_matrix("query")[1, 1] == 7.5
@@ -102,7 +102,7 @@ def test_autosave_is_written_in_the_background_and_recovered(qtbot, window):
 def test_corrupt_autosave_is_set_aside_not_fatal(qtbot, window):
     autosave_path().write_text("{broken")
     fresh = MainWindow()
-    fresh.ask_before_discard = False
+    fresh.files.ask_before_discard = False
     qtbot.addWidget(fresh)
     assert fresh.files.start() == "set aside"
     message = fresh.statusBar().currentMessage()
@@ -113,7 +113,7 @@ def test_corrupt_autosave_is_set_aside_not_fatal(qtbot, window):
 
 
 def test_huge_session_skips_autosave_with_a_note(window):
-    window.load_preset("random", heads=16, tokens=512, dim=64)
+    window.commands.load_preset("random", heads=16, tokens=512, dim=64)
     window.session.set_cell("query", 0, 0, 1.5)
     assert window.files.write_autosave() is None
     assert "Autosave is off" in window.statusBar().currentMessage()
@@ -129,7 +129,7 @@ def test_starting_on_a_file_keeps_unsaved_work_from_a_crash(qtbot, window, tmp_p
     other = tmp_path / "other.json"
     save_session(Session(), other)
     fresh = MainWindow()
-    fresh.ask_before_discard = False
+    fresh.files.ask_before_discard = False
     qtbot.addWidget(fresh)
     assert fresh.files.start(other) == "opened"  # what run_app does with a file
     assert fresh.session.path == str(other)

@@ -52,7 +52,7 @@ OPEN_CHILD = textwrap.dedent(
 
     app = QApplication([])
     window = MainWindow()
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     window.show()
     errors = []
     sys.excepthook = lambda *info: errors.append(repr(info[1]))
@@ -93,7 +93,7 @@ OPEN_CHILD = textwrap.dedent(
             window.menus["Open Recent"].actions()[0].trigger()
         else:
             QTimer.singleShot(0, lambda p=path: answer(p))
-            window.commands.open.trigger()  # File > Open... and the file dialog
+            window.menu_actions.open.trigger()  # File > Open... and the file dialog
         deadline = time.monotonic() + 20
         while not window.recompute.wait_idle() and time.monotonic() < deadline:
             app.processEvents()
@@ -186,7 +186,7 @@ def test_an_unreadable_autosave_is_set_aside_and_the_app_starts(qtbot, kind):
     path = autosave_path()
     _write_autosave(kind, path)
     window = MainWindow()
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     qtbot.addWidget(window)
     assert window.files.start() == "set aside"  # what run_app does before showing the window
     window.show()
@@ -215,7 +215,7 @@ def test_the_real_start_with_a_fifo_autosave_shows_a_window(tmp_path):
         def report():
             window = next(w for w in app.topLevelWidgets() if w.inherits("QMainWindow"))
             print("shown", window.isVisible(), window.statusBar().currentMessage(), flush=True)
-            window.ask_before_discard = False
+            window.files.ask_before_discard = False
             app.quit()
         QTimer.singleShot(1500, report)
         raise SystemExit(run_app())
@@ -253,7 +253,7 @@ def test_a_value_that_would_overflow_is_refused_and_undo_still_works(qtbot, wind
     message = window.statusBar().currentMessage()
     assert "Q[t2, d1]" in message and f"over the limit of ±{MAX_ABS_VALUE:g}" in message
     assert window.session.head_matrix("query")[1, 0] == 0.0
-    window.commands.undo.trigger()
+    window.menu_actions.undo.trigger()
     assert window.session.head_matrix("query").tolist() == WORKED_QUERY
     assert [float(c) for c in window.score_grid.text_grid()[0]] == [1, 0, 1]
 
@@ -265,12 +265,12 @@ def test_an_oversized_paste_is_refused_before_any_number_is_parsed(window, monke
     huge = "1\t2\t3\n" * 5000  # 5 000 rows: more than any table has tokens
     QApplication.clipboard().setText(huge)
     window.tables["key"].setFocus()
-    assert not window.paste_cells()
+    assert not window.commands.paste_cells()
     assert calls == []
     assert "5,000 rows" in window.statusBar().currentMessage()
     wide = "\t".join(["1"] * 600)  # 600 numbers in a row: more than d may be
     QApplication.clipboard().setText(wide)
-    assert not window.paste_cells()
+    assert not window.commands.paste_cells()
     assert calls == [] and "600 numbers" in window.statusBar().currentMessage()
 
 
@@ -283,7 +283,7 @@ def test_paste_refuses_what_typing_refuses(qtbot, window, text):
     table = window.tables["key"]
     table.setCurrentIndex(table.model().index(0, 0))
     table.setFocus()
-    assert not window.paste_cells()
+    assert not window.commands.paste_cells()
     assert "cannot paste" in window.statusBar().currentMessage()
     assert window.session.head_matrix("key").tolist() == typed == WORKED_QUERY
 

@@ -78,7 +78,7 @@ def test_the_checker_sees_a_plot_larger_than_its_view(qtbot):
 
     window = MainWindow(defer_plots=False)
     qtbot.addWidget(window)
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     window.show()
     qtbot.waitExposed(window)
     assert window.heatmaps is not None

@@ -97,7 +97,7 @@ def test_lesson_6_batching_keeps_the_head_count(qtbot, window, panel):
     while not panel.runner.at_end:
         panel.next()
     for strategy in ("loop", "matmul", "batched"):
-        window.set_strategy(strategy)
+        window.commands.set_strategy(strategy)
         assert window.session.shape[1] == 2
         assert "H=2" in window.shape_label.text()
 
@@ -123,7 +123,7 @@ def test_next_restores_the_lesson_after_the_user_changed_it(qtbot, window, panel
     panel.start_lesson("02-loop-visits-every-pair", 2)
     assert grid(window) == S
     window.session.set_cell("query", 0, 0, 5.0)  # the learner pokes at the numbers
-    window.set_strategy("batched")
+    window.commands.set_strategy("batched")
     assert grid(window) != S
     panel.next()
     assert panel.runner.index == 3
@@ -191,7 +191,7 @@ def test_progress_is_remembered_across_windows(qtbot, window, panel, new_window)
 
 
 def test_help_menu_shortcut_and_start_here(qtbot, window, new_window):
-    p, dock, action = window.lessons, window.lessons_dock, window.commands.lessons
+    p, dock, action = window.lessons, window.lessons_dock, window.menu_actions.lessons
     assert not dock.isVisible()
     assert action in window.menus["Help"].actions()
     assert action.shortcut().toString() == SHORTCUT
@@ -223,11 +223,11 @@ def test_links_in_the_text_highlight_their_control(window, panel):
     panel.start_lesson("07-batch-head-sequence", 0)
     assert "control:heads" in panel.runner.step.text
     panel.text.anchorClicked.emit(QUrl("control:heads"))
-    assert window.highlight_targets()["heads"].property("lessonHighlight")
+    assert window.commands.highlight_targets()["heads"].property("lessonHighlight")
 
 
 def test_registry_names_only_real_highlight_targets(window):
-    assert set(HIGHLIGHT_TARGETS) <= set(window.highlight_targets())
+    assert set(HIGHLIGHT_TARGETS) <= set(window.commands.highlight_targets())
 
 
 def test_a_step_that_cannot_be_set_up_says_why(qtbot, window, panel):

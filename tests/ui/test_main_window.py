@@ -73,7 +73,7 @@ def test_bad_text_is_rejected_with_a_message_naming_the_cell(qtbot, window, text
 
 
 def test_each_strategy_gives_identical_results(qtbot, window):
-    window.load_preset("random", heads=3, tokens=6, dim=4, seed=3)
+    window.commands.load_preset("random", heads=3, tokens=6, dim=4, seed=3)
     results = {}
     for name in STRATEGIES:
         qtbot.mouseClick(window.strategy_toggle.buttons[name], Qt.MouseButton.LeftButton)
@@ -92,9 +92,9 @@ def test_each_strategy_gives_identical_results(qtbot, window):
 def test_keys_1_2_3_switch_strategy(qtbot, window):
     window.heatmaps.setFocus()
     for key, name in zip((Qt.Key.Key_1, Qt.Key.Key_2, Qt.Key.Key_3), STRATEGIES, strict=True):
-        window.commands.strategies[name].trigger()
+        window.menu_actions.strategies[name].trigger()
         assert window.session.options.strategy == name
-        assert window.commands.strategies[name].shortcut().toString() == chr(key)
+        assert window.menu_actions.strategies[name].shortcut().toString() == chr(key)
 
 
 def test_code_panel_shows_the_compute_source(window):
@@ -104,12 +104,12 @@ def test_code_panel_shows_the_compute_source(window):
 
     source = inspect.getsource(strategies)
     for name in STRATEGIES:
-        window.set_strategy(name)
+        window.commands.set_strategy(name)
         text = window.code_panel.code.toPlainText()
         assert text.strip()
         for line in text.splitlines():
             assert line.strip() in source
-    window.set_strategy("loop")
+    window.commands.set_strategy("loop")
     assert "total += Q[i][d] * K[j][d]" in window.code_panel.code.toPlainText()
 
 
@@ -120,10 +120,10 @@ def test_paste_block_then_undo_redo(qtbot, window):
     assert table.paste()
     assert window.session.head_matrix("key").tolist() == [[1, 0], [5, 6], [7, 8]]
     assert grid_numbers(window)[0] == [1, 5, 7]
-    window.commands.undo.trigger()
+    window.menu_actions.undo.trigger()
     assert window.session.head_matrix("key").tolist() == [[1, 0], [0, 1], [1, 1]]
     assert grid_numbers(window) == S
-    window.commands.redo.trigger()
+    window.menu_actions.redo.trigger()
     assert window.session.head_matrix("key")[2].tolist() == [7, 8]
 
 
@@ -154,7 +154,7 @@ def test_resize_and_undo_through_size_controls(qtbot, window):
     assert window.session.shape == (1, 2, 5, 2)
     assert window.tables["query"].model().rowCount() == 5
     assert len(window.heatmaps.plots) == 2
-    window.commands.undo.trigger()
+    window.menu_actions.undo.trigger()
     assert window.session.shape == (1, 1, 3, 2)
     assert grid_numbers(window) == S
 
@@ -169,7 +169,7 @@ def test_over_limit_resize_is_refused_and_state_kept(window):
     "name", ["worked", "exercise", "identity", "duplicates", "large-norms", "causal"]
 )
 def test_presets_load_and_show(window, name):
-    assert window.load_preset(name)
+    assert window.commands.load_preset(name)
     assert window.results.result is not None
     t = window.session.shape[2]
     assert window.tables["key"].model().rowCount() == t
@@ -193,7 +193,7 @@ def test_table_models_pass_qtmodeltester(qtmodeltester, window):
 
 
 def test_large_size_computes_in_worker_and_stays_responsive(qtbot, window):
-    window.load_preset("random", heads=4, tokens=512, dim=16, seed=1)
+    window.commands.load_preset("random", heads=4, tokens=512, dim=16, seed=1)
     assert window.score_grid.note.isVisible() or window.score_grid.table.isHidden()
     qtbot.waitUntil(
         lambda: window.results.result is not None and window.results.result.scores.shape[-1] == 512,
@@ -204,8 +204,8 @@ def test_large_size_computes_in_worker_and_stays_responsive(qtbot, window):
 
 
 def test_loop_on_big_shape_falls_back_with_a_message(qtbot, window):
-    window.load_preset("random", heads=8, tokens=512, dim=64, seed=1)
-    window.set_strategy("loop")
+    window.commands.load_preset("random", heads=8, tokens=512, dim=64, seed=1)
+    window.commands.set_strategy("loop")
     qtbot.waitUntil(
         lambda: window.results.result is not None and window.results.result.scores.shape[-1] == 512,
         timeout=15000,
@@ -261,7 +261,7 @@ def test_worker_error_is_reported(qtbot):
 
 
 def test_grab_shows_colour_map_extremes(qtbot, window):
-    window.load_preset("large-norms")  # softmax saturates: weights ≈ 1 and ≈ 0
+    window.commands.load_preset("large-norms")  # softmax saturates: weights ≈ 1 and ≈ 0
     window.session.set_option("stage", "weights")
     qtbot.wait(50)
     image = window.grab().toImage()
@@ -292,7 +292,7 @@ def test_title_shows_unsaved_changes(window):
 
 
 def test_per_head_colour_scale_and_enlarge(window):
-    window.load_preset("random", heads=4, tokens=6, dim=3, seed=2)
+    window.commands.load_preset("random", heads=4, tokens=6, dim=3, seed=2)
     window.session.set_option("shared_scale", False)
     assert len(window.heatmaps.bars) == 4
     ranges = window.heatmaps.ranges
@@ -304,7 +304,7 @@ def test_per_head_colour_scale_and_enlarge(window):
 
 def test_deferred_plots_are_built_after_first_paint(qtbot):
     w = MainWindow(defer_plots=True)
-    w.ask_before_discard = False
+    w.files.ask_before_discard = False
     qtbot.addWidget(w)
     assert w.heatmaps is None and w.timing_panel is None
     w.show()
@@ -318,19 +318,19 @@ def test_deferred_plots_are_built_after_first_paint(qtbot):
 
 
 def test_many_heads_are_thumbnails_and_wide_tables_scroll(qtbot, window):
-    window.load_preset("random", heads=8, tokens=6, dim=12, seed=4)
+    window.commands.load_preset("random", heads=8, tokens=6, dim=12, seed=4)
     plots = window.heatmaps.plots
     assert len(plots) == 8
     assert plots[0].getAxis("left") is None  # thumbnails: no crowded axes
     assert "rows = query i, columns = key j" in window.heatmaps.hover.text()
     header = window.tables["query"].horizontalHeader()
     assert header.sectionSize(0) >= 56  # numbers stay readable; the table scrolls
-    window.load_preset("worked")
+    window.commands.load_preset("worked")
     assert window.heatmaps.plots[0].getAxis("left").isVisible()
 
 
 def test_new_token_count_for_the_same_heads_reuses_the_plots(window):
-    window.load_preset("random", heads=2, tokens=4, dim=3, seed=1)
+    window.commands.load_preset("random", heads=2, tokens=4, dim=3, seed=1)
     plots = list(window.heatmaps.plots)
     window.session.resize(tokens=6)
     assert window.heatmaps.plots == plots  # updated in place, not rebuilt
@@ -365,14 +365,14 @@ def test_secondary_text_is_readable_in_the_dark_palette(qtbot, window):
     from PySide6.QtGui import QPalette
     from PySide6.QtWidgets import QApplication
 
-    window.commands.dark.trigger()
+    window.menu_actions.dark.trigger()
     try:
         palette = QApplication.instance().palette()
         dim = palette.color(QPalette.ColorRole.PlaceholderText).lightness()
         back = palette.color(QPalette.ColorRole.Window).lightness()
         assert dim - back >= 90
     finally:
-        window.commands.dark.trigger()
+        window.menu_actions.dark.trigger()
 
 
 def test_the_masked_stage_without_a_mask_shows_no_masking_line(qtbot, window):

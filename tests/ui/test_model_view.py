@@ -8,6 +8,7 @@ from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QFontMetrics
 
 from attn_explorer.models import load_model
+from attn_explorer.models.take_head import explorer_inputs, head_title
 from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 from attn_explorer.ui.model.model_grid import CELL_GAP_PX, HEAD_LABEL_PX
 from attn_explorer.ui.model.model_view import ModelView
@@ -76,13 +77,16 @@ def test_click_enlarges_and_take_head_emits_the_arrays(qtbot, view, tiny_dir):
 
     with qtbot.waitSignal(view.headTaken) as blocker:
         qtbot.mouseClick(view.take_button, __import__("PySide6").QtCore.Qt.MouseButton.LeftButton)
-    head = blocker.args[0]
+    assert blocker.args == [1, 0]  # which head; the explorer reads its arrays from the result
+    head = explorer_inputs(view.result, *blocker.args)
     expected = load_model(tiny_dir).attention("the cat sat", "on the mat")
-    assert head["tokens"] == expected.tokens
-    assert (head["layer"], head["head"], head["model_name"]) == (1, 0, "tiny-bert")
+    assert list(head.tokens) == expected.tokens
+    assert head_title(view.result, *blocker.args) == "tiny-bert layer 2 head 1"
     for name in ("query", "key", "value"):
-        assert head[name].dtype == np.float64 and head[name].shape == (9, 4)
-        np.testing.assert_allclose(head[name], getattr(expected, name)[1, 0], atol=1e-6)
+        assert getattr(head, name).shape == (1, 1, 9, 4)
+        np.testing.assert_allclose(
+            getattr(head, name)[0, 0], getattr(expected, name)[1, 0], atol=1e-6
+        )
 
 
 def test_hover_reports_the_token_pair_and_value(qtbot, view, tiny_dir):

@@ -38,7 +38,7 @@ def test_the_window_opens_inside_the_test_screen(qtbot):
 
     window = MainWindow(defer_plots=False)
     qtbot.addWidget(window)
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     window.show()
     qtbot.waitExposed(window)
     free = window.screen().availableGeometry()
@@ -54,12 +54,12 @@ def test_a_size_saved_on_a_bigger_screen_is_not_restored(qtbot):
 
     first = MainWindow(defer_plots=False)
     qtbot.addWidget(first)
-    first.ask_before_discard = False
+    first.files.ask_before_discard = False
     first.setGeometry(QRect(0, 0, 1800, 1050))
     first.save_settings()
     second = MainWindow(defer_plots=False)
     qtbot.addWidget(second)
-    second.ask_before_discard = False
+    second.files.ask_before_discard = False
     assert (second.width(), second.height()) == (1800, 1050)  # fits this screen: kept
 
     first.save_settings()
@@ -69,7 +69,7 @@ def test_a_size_saved_on_a_bigger_screen_is_not_restored(qtbot):
     settings().sync()
     third = MainWindow(defer_plots=False)
     qtbot.addWidget(third)
-    third.ask_before_discard = False
+    third.files.ask_before_discard = False
     assert screen_fit.fits(
         (third.x(), third.y(), third.width(), third.height()), (0, 0, 1920, 1080)
     )

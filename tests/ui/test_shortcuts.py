@@ -22,7 +22,7 @@ def readme_rows() -> list[tuple[str, str]]:
 
 
 def window_rows(window) -> list[tuple[str, str]]:
-    return shortcut_rows([*window.commands.all(), *window.stepper.transport_actions()])
+    return shortcut_rows([*window.menu_actions.all(), *window.stepper.transport_actions()])
 
 
 def test_readme_table_is_the_windows_shortcuts(window):
@@ -32,14 +32,14 @@ def test_readme_table_is_the_windows_shortcuts(window):
 
 
 def test_f1_lists_every_shortcut_of_the_window(window):
-    text = window.shortcuts_text()
+    text = window.commands.shortcuts_text()
     for keys, what in window_rows(window):
         assert f"{keys} — {what}" in text
     assert "Alt+1" in text and "Escape" in text
 
 
 def test_every_menu_action_is_declared_once_and_reachable_by_name(window):
-    actions = window.commands.all()
+    actions = window.menu_actions.all()
     assert len(actions) == len(set(map(id, actions)))
     in_menus = set()
     for menu in window.menus.values():
@@ -55,11 +55,11 @@ def test_every_command_runs_when_triggered(qtbot, window):
     """QAction.trigger() passes ``checked`` to every slot; no handler may choke on it."""
     skipped = re.compile(r"^(&Quit|&Save)$|…$|Keyboard|About")  # dialogs: see the journeys
     ran = 0
-    for action in window.commands.all():
+    for action in window.menu_actions.all():
         if skipped.search(action.text()):
             continue
         action.trigger()
         ran += 1
     assert ran >= 30
-    window.cancel_timing()
+    window.commands.cancel_timing()
     qtbot.waitUntil(lambda: not window.timing_panel.runner.is_busy(), timeout=20_000)

@@ -56,7 +56,7 @@ def qt_application():
             QTimer.singleShot(10, lambda: wait_for_heatmaps(window))
             return
         seen["complete"] = state(window)
-        window.ask_before_discard = False
+        window.files.ask_before_discard = False
         app.exit(0)
 
     class Watch(QObject):
@@ -133,7 +133,7 @@ class FirstPaint(QObject):
 
 def test_first_paint_shows_the_heatmaps_then_the_interactive_ones_replace_them(qtbot):
     window = MainWindow(defer_plots=True)
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     qtbot.addWidget(window)
     window.resize(1280, 720)
     preview = window.splitter.widget(1)
@@ -166,18 +166,22 @@ def test_first_paint_shows_the_heatmaps_then_the_interactive_ones_replace_them(q
 
 def test_the_preview_follows_the_results_until_replaced(qtbot):
     window = MainWindow(defer_plots=True)
-    window.ask_before_discard = False
+    window.files.ask_before_discard = False
     qtbot.addWidget(window)
     preview = window.splitter.widget(1)
     assert isinstance(preview, HeatmapPreview)
     preview.resize(500, 400)
-    window.load_preset("random", heads=8, tokens=4, dim=2, seed=3)  # before the first paint
+    window.commands.load_preset(
+        "random", heads=8, tokens=4, dim=2, seed=3
+    )  # before the first paint
     figure = preview_figure(window.session, window.results)
     assert figure is not None and len(figure.panels) == 8
     assert not figure.token_labels  # eight heads: thumbnails, as the grid draws them
     assert preview.hint.text().startswith("rows = query i, columns = key j")
     window.session.set_option("stage", "weights")
     assert preview_figure(window.session, window.results).colormap == "sequential"
-    window.load_preset("random", heads=4, tokens=64, dim=2, seed=3)  # too big to paint here
+    window.commands.load_preset(
+        "random", heads=4, tokens=64, dim=2, seed=3
+    )  # too big to paint here
     assert preview_figure(window.session, window.results) is None
     assert not colours(preview.canvas.grab().toImage()) <= {(255, 255, 255)}  # a note

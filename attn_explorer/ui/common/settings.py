@@ -29,3 +29,8 @@ def data_dir() -> Path:
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def last_dir() -> str:
+    """The folder a file dialog opens in: where the user last opened or saved a file."""
+    return str(settings().value("last_dir", str(Path.home())))

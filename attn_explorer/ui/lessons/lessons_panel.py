@@ -39,7 +39,6 @@ from attn_explorer.ui.common.settings import settings
 if TYPE_CHECKING:
     from attn_explorer.lessons.engine import Lesson, LessonRunner
     from attn_explorer.lessons.window import LessonWindow
-    from attn_explorer.ui.window.main_window import MainWindow
 
 SHORTCUT = "F3"
 DOCK_WIDTH = 340
@@ -353,15 +352,18 @@ class LessonsDock(QDockWidget):
     """The Lessons dock on the right, and the first-launch "Start here" button.
 
     The window puts :attr:`start_button` in its menu bar's corner and calls
-    :meth:`open` from Help ▸ Lessons (F3). The panel (and the lessons, read and checked from
+    :meth:`open` from Help ▸ Lessons (F3); lessons play against ``api``, the window's
+    command layer. The panel (and the lessons, read and checked from
     their files) is made when the dock is first shown or :attr:`panel` is first asked for,
     not at start-up, where the dock is hidden.
     """
 
-    def __init__(self, window: MainWindow, lessons: list[Lesson] | None = None) -> None:
+    def __init__(
+        self, window: QMainWindow, api: LessonWindow, lessons: list[Lesson] | None = None
+    ) -> None:
         super().__init__("Lessons", window)
         self.setObjectName("lessons-dock")
-        self._window = window
+        self._api = api
         self._lessons = lessons
         self._panel: LessonsPanel | None = None
         self.setAllowedAreas(
@@ -390,7 +392,7 @@ class LessonsDock(QDockWidget):
 
     def _make_panel(self) -> LessonsPanel:
         if self._panel is None:
-            self._panel = LessonsPanel(self._window, self._lessons)
+            self._panel = LessonsPanel(self._api, self._lessons)
             self._panel.stepShown.connect(lambda *_: self._welcomed())
             self.setWidget(self._panel)
         return self._panel

@@ -80,11 +80,11 @@ PLACEHOLDER = (
 class ModelView(QWidget):
     """The model view: picker, sentence, layers × heads grid, enlarged head, summaries.
 
-    ``headTaken`` carries the selected head as a dict: ``tokens`` (list[str]),
-    ``query``/``key``/``value`` ((T, d_head) float64), ``layer``, ``head``, ``model_name``.
+    ``headTaken(layer, head)`` says which head to take (both from 0); the explorer reads
+    it from :attr:`result` (``models.take_head.explorer_inputs``).
     """
 
-    headTaken = Signal(dict)
+    headTaken = Signal(int, int)
     resultChanged = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -360,10 +360,11 @@ class ModelView(QWidget):
 
     @Slot()
     def take_head(self) -> None:
-        """Emit ``headTaken`` with the selected head's tokens and (T, d_head) Q, K, V."""
-        payload = self.session.take_head()
-        if payload is not None:
-            self.headTaken.emit(payload)
+        """Emit ``headTaken`` with the selected (layer, head), or say there is nothing yet."""
+        if self.session.result is None:
+            self.session.events.message.emit("Nothing to take yet: type a sentence first.", "error")
+            return
+        self.headTaken.emit(*self.session.selected_head)
 
     def shutdown(self) -> None:
         """Stop the debounce and the running request (its late answer is dropped).

@@ -395,8 +395,8 @@ class VectorsView(QWidget):
 
     def export_dialog(self) -> Path | None:
         """The heatmaps' export options (format, PNG width), then a file name."""
-        from attn_explorer.ui.window.dialogs import image_options
-        from attn_explorer.ui.window.file_commands import last_dir
+        from attn_explorer.ui.common.export_form import image_options
+        from attn_explorer.ui.common.settings import last_dir
 
         options = image_options(self, "Export vectors view", ("png", "svg"), heads=False)
         if options is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QMenu, QMenuBar
+from PySide6.QtWidgets import QMenu, QMenuBar, QWidget
 
 from attn_explorer.compute import STAGES, STRATEGIES
 from attn_explorer.state.labels import STAGE_NAMES
@@ -23,7 +23,9 @@ from attn_explorer.state.presets import PRESET_TEXT, PRESETS
 from attn_explorer.state.storage.session_file import list_examples
 
 if TYPE_CHECKING:
-    from attn_explorer.ui.window.main_window import MainWindow
+    from attn_explorer.lessons.window import WindowCommands
+    from attn_explorer.state.session import Session
+    from attn_explorer.ui.window.file_commands import FileCommands
 
 Shortcut = str | QKeySequence.StandardKey | Sequence[str] | None
 
@@ -40,7 +42,12 @@ def plain(text: str) -> str:
 
 
 class WindowActions(QObject):
-    """The window's commands, one attribute each (see the module docstring)."""
+    """The window's commands, one attribute each (see the module docstring).
+
+    Each action calls ``commands`` (the window's command layer, typed by its Protocol),
+    ``files`` (open, save, presets) or ``session`` (undo, redo, tokens, options); the
+    actions belong to ``host``, so their shortcuts work even while the menu bar is hidden.
+    """
 
     # Every command, by menu (see the _*_actions builders).
     new_session: QAction
@@ -75,9 +82,14 @@ class WindowActions(QObject):
     shortcuts: QAction
     about: QAction
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(
+        self, host: QWidget, commands: WindowCommands, files: FileCommands, session: Session
+    ) -> None:
+        super().__init__(host)
+        self.host = host
+        self.commands = commands
+        self.files = files
+        self.session = session
         for build in (
             self._file_actions,
             self._edit_actions,
@@ -88,15 +100,14 @@ class WindowActions(QObject):
             self._help_actions,
         ):
             build()
-        session = window.session
         session.events.undo_changed.connect(self._sync_undo)
         session.events.options.connect(self._sync_checks)
         self._sync_undo()
         self._sync_checks()
 
     def _file_actions(self) -> None:
-        files = self.window.files
-        w = self.window
+        files = self.files
+        w = self.commands
         act = self._action
         self.new_session = act(
             "&New session", files.new_session, QKeySequence.StandardKey.New,
@@ -124,11 +135,11 @@ class WindowActions(QObject):
             "Export the current head or all heads as PNG, SVG, CSV or NPZ",
         )  # fmt: skip
         # Not StandardKey.Quit: it is empty on desktops without a platform theme.
-        self.quit = act("&Quit", w.close, "Ctrl+Q", "Close the window")
+        self.quit = act("&Quit", w.quit, "Ctrl+Q", "Close the window")
 
     def _edit_actions(self) -> None:
-        w = self.window
-        session = self.window.session
+        w = self.commands
+        session = self.session
         act = self._action
         self.undo = act(
             "&Undo", session.undo, QKeySequence.StandardKey.Undo, "Undo the last change"
@@ -156,8 +167,8 @@ class WindowActions(QObject):
         )  # fmt: skip
 
     def _view_actions(self) -> None:
-        w = self.window
-        session = self.window.session
+        w = self.commands
+        session = self.session
         act = self._action
         group = QActionGroup(self)
         self.strategies = {}
@@ -189,8 +200,8 @@ class WindowActions(QObject):
         )  # fmt: skip
 
     def _presets_actions(self) -> None:
-        files = self.window.files
-        w = self.window
+        files = self.files
+        w = self.commands
         act = self._action
         self.presets = {}
         for name in PRESETS:
@@ -204,7 +215,7 @@ class WindowActions(QObject):
                 self.presets[name] = act(title, partial(files.load_preset, name), None, description)
 
     def _timing_actions(self) -> None:
-        w = self.window
+        w = self.commands
         act = self._action
         self.time_strategies = act(
             "&Time strategies", w.run_timing, "Ctrl+T",
@@ -220,7 +231,7 @@ class WindowActions(QObject):
         self.cancel_timing = act("&Cancel timing", w.cancel_timing, "Ctrl+.", "Stop the timing")
 
     def _model_actions(self) -> None:
-        w = self.window
+        w = self.commands
         act = self._action
         self.model_view = act(
             "Show &model view", w.open_model_view, "Ctrl+M",
@@ -236,7 +247,7 @@ class WindowActions(QObject):
         )  # fmt: skip
 
     def _help_actions(self) -> None:
-        w = self.window
+        w = self.commands
         act = self._action
         self.lessons = act(
             "&Lessons", w.open_lessons, "F3",
@@ -256,7 +267,7 @@ class WindowActions(QObject):
         *,
         checkable: bool = False,
     ) -> QAction:
-        action = QAction(text, self.window)
+        action = QAction(text, self.host)
         action.setProperty(HELP_TEXT, plain(text))  # the menu text may change (Undo edit Q)
         if isinstance(shortcut, QKeySequence.StandardKey):
             action.setShortcuts(shortcut)
@@ -272,19 +283,19 @@ class WindowActions(QObject):
             action.triggered.connect(slot)  # a toggle: its slot takes the new state
         else:
             action.triggered.connect(lambda _checked=False: slot())
-        self.window.addAction(action)  # shortcuts work even while the menu bar is hidden
+        self.host.addAction(action)  # shortcuts work even while the menu bar is hidden
         return action
 
     # -- following the session -------------------------------------------------------------
     def _sync_undo(self) -> None:
-        s = self.window.session
+        s = self.session
         self.undo.setEnabled(s.can_undo())
         self.redo.setEnabled(s.can_redo())
         self.undo.setText(f"&Undo {s.undo_text()}".rstrip())
         self.redo.setText(f"&Redo {s.redo_text()}".rstrip())
 
     def _sync_checks(self, name: str = "all") -> None:
-        options = self.window.session.options
+        options = self.session.options
         self.strategies[options.strategy].setChecked(True)
         self.shared_scale.setChecked(options.shared_scale)
 
@@ -322,7 +333,7 @@ def build_menu_bar(
         return m
 
     recent = QMenu("Open &Recent", bar)
-    recent.aboutToShow.connect(lambda: a.window.files.fill_recent_menu(recent))
+    recent.aboutToShow.connect(lambda: a.files.fill_recent_menu(recent))
     examples = QMenu("E&xamples", bar)
     examples.addActions(list(a.examples.values()))
     menu("&File", [a.new_session, a.open, recent, examples, None, a.save, a.save_as, None,

@@ -18,6 +18,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -37,7 +38,7 @@ from attn_explorer.state.storage.session_file import (
     write_atomic,
 )
 from attn_explorer.state.types import Options, Snapshot
-from attn_explorer.ui.common.settings import data_dir, settings
+from attn_explorer.ui.common.settings import data_dir, last_dir, settings
 from attn_explorer.ui.common.text import message_box
 
 MAX_RECENT = 8
@@ -62,10 +63,6 @@ def recent_files() -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def last_dir() -> str:
-    return str(settings().value("last_dir", str(Path.home())))
-
-
 def remember_recent(path: str | os.PathLike[str]) -> None:
     s = settings()
     path = os.path.abspath(path)
@@ -85,6 +82,8 @@ class FileCommands(QObject):
         self.document = state.document
         #: Ask Save / Discard / Cancel before unsaved work is replaced (tests switch it off).
         self.ask_before_discard = True
+        #: Shows the Vectors dock for a preset about one query (the main window sets it).
+        self.open_vectors_view: Callable[[], object] | None = None
         self._last_error = ""
         #: Bumped whenever the recovery copy is discarded; a pending autosave checks it.
         self._recovery_generation = 0
@@ -149,9 +148,8 @@ class FileCommands(QObject):
         if ok:
             self.session.report(f"Loaded preset: {preset.title} — {preset.description}", "info")
             if preset.vectors_query is not None:  # a preset about one query shows it as an arrow
-                open_view = getattr(self.window, "open_vectors_view", None)
-                if callable(open_view):  # the main window; a bare parent in tests has none
-                    open_view()
+                if self.open_vectors_view is not None:  # the main window's; a bare parent has none
+                    self.open_vectors_view()
                 self.state.vectors.select_query(preset.vectors_query)
         return ok
 

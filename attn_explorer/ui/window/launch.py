@@ -7,7 +7,20 @@ from pathlib import Path
 
 from attn_explorer.render.qt_app import qt_application, use_offscreen_if_headless
 
-__all__ = ["qt_application", "run_app", "use_offscreen_if_headless"]
+__all__ = ["prepare_interpreter", "qt_application", "run_app", "use_offscreen_if_headless"]
+
+#: The interpreter's thread switch interval while the window runs (s); Python's default is 5 ms.
+SWITCH_INTERVAL = 0.001
+
+
+def prepare_interpreter() -> None:
+    """Process-wide settings the window wants, set once at the start (and by the tests).
+
+    Every Qt call from the GUI thread releases and retakes the GIL; while a worker runs
+    pure-Python code (the loop strategy) retaking it waits up to the switch interval.
+    1 ms instead of Python's 5 ms keeps those waits from adding up to visible stalls.
+    """
+    sys.setswitchinterval(SWITCH_INTERVAL)
 
 
 def run_app(session_path: str | None = None) -> int:
@@ -19,6 +32,7 @@ def run_app(session_path: str | None = None) -> int:
     import attn_explorer.state.views.figure  # noqa: F401  (the heatmap preview's)
     from attn_explorer.ui.common.settings import APPLICATION, ORGANIZATION
 
+    prepare_interpreter()
     app = qt_application()
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)

@@ -364,7 +364,7 @@ def user(qtbot, request):
         person.assert_all_answered()
     finally:
         person._watchdog.stop()
-        window.ask_before_discard = False  # the test is over: close without asking
+        window.files.ask_before_discard = False  # the test is over: close without asking
         window.close()
         window.shutdown()
         window.deleteLater()

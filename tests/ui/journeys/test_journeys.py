@@ -39,7 +39,7 @@ def hidden_cells(user) -> int:
 def restart(qtbot) -> MainWindow:
     """The app started again (same settings and app-data folder), as app.run_app does."""
     window = MainWindow()
-    window.ask_before_discard = False  # closed by qtbot at the end of the test
+    window.files.ask_before_discard = False  # closed by qtbot at the end of the test
     qtbot.addWidget(window)
     window.files.start()
     window.show()

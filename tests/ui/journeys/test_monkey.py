@@ -90,9 +90,9 @@ class WindowMonkey(RuleBasedStateMachine):
 
     @initialize()
     def start_clean(self) -> None:
-        self.window.ask_before_discard = False
+        self.window.files.ask_before_discard = False
         self.user.press(Qt.Key.Key_N, CTRL, widget=self.window)
-        self.window.ask_before_discard = True
+        self.window.files.ask_before_discard = True
         self.session.clear_history()
         self.window.stepper.stop()
 
@@ -261,7 +261,7 @@ def test_random_user_actions_keep_the_window_consistent(user, qtbot, tmp_path):
 
     folder = tmp_path / "tiny-bert"
     write_tiny_bert(folder)
-    view = user.window.open_model_view()
+    view = user.window.commands.open_model_view()
     view.set_model_folder(folder)
     view.set_sentence("the cat sat on")
     qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=10_000)

@@ -1,0 +1,125 @@
+"""Where each dock of the main window goes: inputs left, timing and stepper below, lessons right.
+
+:class:`Docks` creates the window's fixed docks and places the ones made later (the
+model and vectors views): a third column on a wide window, or sharing the inputs'
+full-height place on a narrow one. It owns the first-start dock sizes too. It decides
+places only; what is in a dock is the caller's.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from attn_explorer.ui.explorer.matrix_table import MatrixTable
+from attn_explorer.ui.explorer.size_controls import SizeControls
+from attn_explorer.ui.lessons.lessons_panel import LessonsDock
+
+WIDE_WINDOW = 1500  # from this width the model view opens as a third column
+Area = Qt.DockWidgetArea
+
+
+def show_dock(dock: QDockWidget) -> None:
+    """Bring a dock to the front: a command whose result appears there was used."""
+    dock.show()
+    dock.raise_()
+
+
+def inputs_panel(
+    size_controls: SizeControls, tables: dict[str, MatrixTable]
+) -> tuple[QWidget, QTabWidget]:
+    """The Inputs dock's content, and its tabs: the sizes above Q and K (one above the
+    other) in one tab and V in another."""
+    inputs = QWidget()
+    layout = QVBoxLayout(inputs)
+    layout.setContentsMargins(4, 4, 4, 4)
+    layout.addWidget(size_controls)
+    tabs = QTabWidget()
+    qk = QSplitter(Qt.Orientation.Vertical)
+    for name, title in (("query", "Q — queries"), ("key", "K — keys")):
+        box = QWidget()
+        box_layout = QVBoxLayout(box)
+        box_layout.setContentsMargins(0, 0, 0, 0)
+        box_layout.addWidget(QLabel(f"<b>{title}</b> (rows = tokens, columns = d)"))
+        box_layout.addWidget(tables[name])
+        qk.addWidget(box)
+    tabs.addTab(qk, "Q and K")
+    tabs.addTab(tables["value"], "V — values")
+    tabs.setTabToolTip(1, "Values, used by the output stage (weights @ V)")
+    layout.addWidget(tabs, 1)
+    return inputs, tabs
+
+
+class Docks:
+    """The docks of ``window`` and their places (see the module docstring)."""
+
+    def __init__(self, window: QMainWindow, inputs: QWidget, stepper: QWidget) -> None:
+        self.window = window
+        self.inputs = self.add("Inputs", inputs, Area.LeftDockWidgetArea, "inputs-dock")
+        self.timing = self.add(
+            "Timing", QLabel("Loading charts…"), Area.BottomDockWidgetArea, "timing-dock"
+        )
+        self.stepper = self.add(
+            "Step through the loops", stepper, Area.BottomDockWidgetArea, "stepper-dock"
+        )
+        window.tabifyDockWidget(self.timing, self.stepper)
+        self.stepper.raise_()
+        # The right dock area takes the bottom-right corner, so the lesson text runs the full
+        # height of the window instead of sharing the top with the central views.
+        window.setCorner(Qt.Corner.BottomRightCorner, Area.RightDockWidgetArea)
+        # Likewise the left area: the Q/K/V tables (and a model view sharing their place on
+        # a narrow window) keep the full height on a 720-pixel screen.
+        window.setCorner(Qt.Corner.BottomLeftCorner, Area.LeftDockWidgetArea)
+        self.lessons: LessonsDock | None = None
+
+    def add_lessons(self, lessons: LessonsDock) -> None:
+        """The Lessons dock on the right, hidden until asked for (Help ▸ Lessons, F3)."""
+        self.lessons = lessons
+        self.window.addDockWidget(Area.RightDockWidgetArea, lessons)
+        lessons.hide()
+
+    def fixed(self) -> list[QDockWidget]:
+        """The docks every window has, for the View menu's show/hide toggles."""
+        assert self.lessons is not None  # added by the window as it is built
+        return [self.inputs, self.timing, self.stepper, self.lessons]
+
+    def add(self, title: str, widget: QWidget, area: Area, name: str) -> QDockWidget:
+        """A new dock named ``name`` (what the saved layout knows it by) holding ``widget``."""
+        dock = QDockWidget(title, self.window)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        self.window.addDockWidget(area, dock)
+        return dock
+
+    def add_side(self, title: str, widget: QWidget, name: str, share: int | None) -> QDockWidget:
+        """A dock made on first use (model, vectors): a right-hand column on a wide window.
+
+        On a window narrower than WIDE_WINDOW a third column would squeeze every view:
+        the dock shares the inputs' full-height place instead (their tab stays one click
+        away), ``share`` per cent of the width if given.
+        """
+        dock = self.add(title, widget, Area.RightDockWidgetArea, name)
+        if self.window.width() < WIDE_WINDOW:
+            self.window.tabifyDockWidget(self.inputs, dock)
+            show_dock(dock)
+            if share is not None:
+                width = self.window.width() * share // 100
+                self.window.resizeDocks([dock], [width], Qt.Orientation.Horizontal)
+        return dock
+
+    def default_sizes(self) -> None:
+        """First start: give the central views most of the room (docks stay resizable)."""
+        width, height = self.window.width(), self.window.height()
+        self.window.resizeDocks(
+            [self.inputs], [min(380, width * 3 // 10)], Qt.Orientation.Horizontal
+        )
+        stepper = max(240, min(300, height * 36 // 100))
+        self.window.resizeDocks([self.stepper], [stepper], Qt.Orientation.Vertical)
