@@ -119,9 +119,6 @@ class Operation:
 
 
 # -- actions -----------------------------------------------------------------------------
-PRESET_KWARGS = {"batch", "heads", "tokens", "dim", "seed"}
-
-
 def _load_preset(window: LessonWindow, name: str, **kwargs: Any) -> None:
     window.load_preset(name, **kwargs)
 

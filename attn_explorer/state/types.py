@@ -44,7 +44,6 @@ class Options:
     granularity: str = "multiply-add"
     step: int = -1
     predict: bool = False
-    show_value: bool = False
 
     def colormap_for(self, stage: str) -> str:
         """The colour map ``stage`` is drawn with: sequential (0..1) for the softmax

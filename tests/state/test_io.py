@@ -97,7 +97,6 @@ def sessions(draw):
         granularity=draw(st.sampled_from(GRANULARITIES)),
         step=draw(st.integers(-1, 100)),
         predict=draw(st.booleans()),
-        show_value=draw(st.booleans()),
     )
     from attn_explorer.state.types import Snapshot
 
@@ -124,6 +123,16 @@ def test_missing_options_take_defaults():
     data = io.session_to_dict(make_session("worked"))
     data["options"] = {"scale": False}
     assert io.session_from_dict(data).options == Options(scale=False)
+
+
+def test_a_file_saved_with_the_retired_show_value_option_still_opens():
+    data = io.session_to_dict(make_session("worked"))
+    data["options"] = {**data["options"], "show_value": True}
+    assert io.session_from_dict(data).options == make_session("worked").options
+    data["options"]["show_valu"] = True  # a typo is still refused, naming only live options
+    with pytest.raises(SessionFileError, match='unknown field "show_valu"') as caught:
+        io.session_from_dict(data)
+    assert "show_value" not in str(caught.value)
 
 
 def test_loading_returns_new_objects_and_leaves_the_session_alone(tmp_path):

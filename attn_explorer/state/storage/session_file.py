@@ -252,13 +252,15 @@ def _field(obj: dict[str, Any], name: str, path: str) -> Any:
     return obj[name]
 
 
-def _object(value: Any, path: str, allowed: Sequence[str]) -> dict[str, Any]:
+def _object(
+    value: Any, path: str, allowed: Sequence[str], retired: Sequence[str] = ()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail(path, f"expected an object {{...}}, got {_type_name(value)}")
     for key in getattr(value, "duplicates", ()):
         raise _fail(path, f'field "{key}" appears more than once; keep one')
     for key in value:
-        if key not in allowed:
+        if key not in allowed and key not in retired:
             raise _fail(path, f'unknown field "{key}"; expected one of {", ".join(allowed)}')
     return value
 
@@ -332,10 +334,15 @@ def _read_text(value: Any, path: str, limit: int, notes: list[str]) -> str:
     return cleaned
 
 
+#: Options that older versions wrote and nothing reads any more: accepted and ignored, so
+#: a file saved with them still opens (``show_value`` never changed what was shown).
+RETIRED_OPTIONS = ("show_value",)
+
+
 def _read_options(value: Any, batch: int, heads: int) -> Options:
     defaults = Options()
     names = [f.name for f in fields(Options)]
-    data = _object(value, "options", names)
+    data = _object(value, "options", names, RETIRED_OPTIONS)
     kwargs: dict[str, Any] = {}
     for name in names:
         if name not in data:
