@@ -260,6 +260,7 @@ class Session:
         def apply(data: np.ndarray) -> Callable[[], None]:
             def run() -> None:
                 self._array(matrix)[region] = data
+                self._end_step()
                 self._changed()
                 self.events.values.emit(matrix)
 
@@ -290,10 +291,14 @@ class Session:
         self._query = snap.query.copy()
         self._key = snap.key.copy()
         self._value = snap.value.copy()
-        opts = options or self.options
+        # Options not given (an undo, a resize): the numbers stepped through are gone.
+        opts = options or replace(self.options, step=-1)
         b, h, _, _ = self.shape
         opts = replace(opts, batch_index=min(opts.batch_index, b - 1), head=min(opts.head, h - 1))
-        options_changed = opts != self.options
+        # Only the step ending is not news for "all": the stepper ends on the shape / values
+        # event; a load that sets a step (a file saved mid-step) is.
+        ended = options is None and replace(opts, step=self.options.step) == self.options
+        options_changed = opts != self.options and not ended
         self.options = opts
         self._changed()
         if self.shape != old_shape:
@@ -488,6 +493,8 @@ class Session:
         except ValueError as exc:
             self.report(str(exc))
             return False
+        if name in ("strategy", "dtype"):
+            new = replace(new, step=-1)  # the stepper's run is another one now: it ends
         self.options = new
         if name in ("strategy", "scale", "causal", "dtype"):
             self.revision += 1
@@ -498,6 +505,22 @@ class Session:
         else:
             self.events.options.emit(name)
         return True
+
+    def set_step(self, step: int) -> None:
+        """Put the stepper's position (``options.step``, its one owner) as the stepper moves.
+
+        Emits nothing: the stepper that moved tells its views itself. Anyone else
+        uses ``set_option("step", …)``, whose ``events.step`` tells the stepper.
+        """
+        if isinstance(step, bool) or not isinstance(step, int) or step < -1:
+            raise ValueError(f"step: {step!r} is not a step (-1 or more)")
+        if step != self.options.step:
+            self.options = replace(self.options, step=step)
+
+    def _end_step(self) -> None:
+        """An edit of the numbers ends a step-through (the stepper then shows the results)."""
+        if self.options.step != -1:
+            self.options = replace(self.options, step=-1)
 
 
 def _as_float64(snapshot: Snapshot) -> Snapshot:
