@@ -37,6 +37,7 @@ ONE_DEFINITION = (
     "to_rgb",
     "lut",
     "stage_range",
+    "head_ranges",
     "write_atomic",
     "default_filename",
 )

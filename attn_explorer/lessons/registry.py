@@ -22,7 +22,7 @@ from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES, strategy_so
 from attn_explorer.lessons.window import Heatmaps, LessonWindow
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.types import MATRICES, Options
-from attn_explorer.state.views.stepper import Frame
+from attn_explorer.state.views.frame import Frame
 
 #: Controls a lesson may point at: the window gives each of them this name as its Qt
 #: object name, and ``ui.highlight.Highlighter`` finds them by it.

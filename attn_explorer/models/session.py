@@ -28,8 +28,8 @@ from attn_explorer.compute import LOOP_BUDGET, STRATEGIES, Cancelled, estimate_l
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.encoder.bert import ModelAttention, TakenHead
 from attn_explorer.models.loading import AnyModel, load_model
+from attn_explorer.state.colormaps import value_range
 from attn_explorer.state.events import Event
-from attn_explorer.state.views.colormaps import value_range
 
 #: (layer, head), counted from 0.
 Head = tuple[int, int]
@@ -230,7 +230,7 @@ def generate_tokens(
 class ShownValues:
     """What the heatmaps colour: (L, H, T, T) values, their colour scale and its label.
 
-    ``colormap`` names an entry of :data:`attn_explorer.state.views.colormaps.COLORMAPS`.
+    ``colormap`` names an entry of :data:`attn_explorer.state.colormaps.COLORMAPS`.
     """
 
     values: np.ndarray

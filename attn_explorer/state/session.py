@@ -18,16 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from attn_explorer.compute import AttentionResult
 from attn_explorer.compute.validation import check_limits, check_score_elements, first_bad_value
 from attn_explorer.state.events import SessionEvents
 from attn_explorer.state.history import History
 from attn_explorer.state.presets import worked_example
-from attn_explorer.state.results.results import Results
 from attn_explorer.state.types import (
     MATRICES,
     MATRIX_LETTER,
-    UNTITLED,
     Options,
     Snapshot,
     cell_label,
@@ -48,14 +45,11 @@ class Session:
         self._key = np.array(snap.key, dtype=np.float64)
         self._value = np.array(snap.value, dtype=np.float64)
         self.options = options or (preset.options if snapshot is None else Options())
-        self.name = UNTITLED
-        self.path: str | None = None
         self._dirty = False
-        #: Increments on every change of numbers, shape or options that affect results.
+        #: Increments on every change of numbers, shape or options that affect results
+        #: (:class:`~attn_explorer.state.results.results.Results` caches by it).
         self.revision = 0
         self.history = History(self.events.undo_changed.emit)
-        #: The one owner of the computed result (views subscribe to ``results.changed``).
-        self.results = Results(self)
 
     # -- read access ------------------------------------------------------------------
     @property
@@ -118,11 +112,6 @@ class Session:
     def report(self, text: str, level: str = "error") -> None:
         """Send a message to whoever shows them (the status bar)."""
         self.events.message.emit(text, level)
-
-    # -- results ------------------------------------------------------------------------
-    def result(self) -> AttentionResult:
-        """The attention result for the current numbers and options (see :class:`Results`)."""
-        return self.results.compute_now()
 
     # -- undo / redo ----------------------------------------------------------------------
     def _push(

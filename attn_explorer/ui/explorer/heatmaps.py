@@ -1,7 +1,7 @@
 """Per-head heatmaps: one pyqtgraph ImageItem per head, a colour bar, hover read-out.
 
 Rows are queries (top to bottom), columns are keys (left to right). Colours come
-from :mod:`attn_explorer.state.views.colormaps` (diverging about 0 for scores, sequential
+from :mod:`attn_explorer.state.colormaps` (diverging about 0 for scores, sequential
 0..1 for weights). Thumbnails colour the result's :mod:`~attn_explorer.state.results.preview`
 (blocks of cells reduced to about the pixels on screen, made with the result), so
 16 heads of 2048×2048 redraw without freezing; the hover read-out says when a
@@ -25,12 +25,13 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QMenu, QToolTip, QVBoxLayout, QWidget
 
 from attn_explorer.state import Session
+from attn_explorer.state.colormaps import colour_index, colour_table, head_ranges, lut
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.results.preview import Preview, block_all, make_preview
 from attn_explorer.state.results.results import Results
-from attn_explorer.state.views.colormaps import colour_index, colour_table, lut, stage_range
 from attn_explorer.state.views.figure import best_columns
-from attn_explorer.state.views.stepper import Frame, Stepper
+from attn_explorer.state.views.frame import Frame
+from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.ui.common.text import plain_tooltip
 
 # Dark text on the white plot background: titles and axes must read well.
@@ -486,15 +487,9 @@ class HeatmapGrid(QWidget):
         heads = self._heads_shown()
         preview = self._preview
         name = self.colormap()
-        # Each head's exact extremes, kept by the preview: the range an export gets.
-        if self.session.options.shared_scale:
-            shared = stage_range(None, self._stage, name, extremes=preview.extremes())
-            self.ranges = [shared] * heads_total
-        else:
-            self.ranges = [
-                stage_range(None, self._stage, name, extremes=preview.extremes([h]))
-                for h in range(heads_total)
-            ]
+        # Each head's exact extremes, kept by the preview: the ranges an export gets.
+        extremes = [preview.extremes([h]) for h in range(heads_total)]
+        self.ranges = head_ranges(extremes, self._stage, name, self.session.options.shared_scale)
         on_screen = self._on_screen() if self.enlarged is None else preview
         shown = on_screen.shown(diverging=name == "diverging")  # per head, ≤ pixels
         filled = self._filled(heads_total, t_q, t_k)

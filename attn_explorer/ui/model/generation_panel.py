@@ -37,7 +37,7 @@ from attn_explorer.models.session import (
     generate_tokens,
     head_name,
 )
-from attn_explorer.state.views.colormaps import lut
+from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
 

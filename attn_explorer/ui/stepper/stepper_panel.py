@@ -44,7 +44,8 @@ from PySide6.QtWidgets import (
 from attn_explorer.compute import GRANULARITIES, STRATEGIES
 from attn_explorer.state import Session
 from attn_explorer.state.labels import STRATEGY_SUMMARIES
-from attn_explorer.state.views.stepper import Frame, Stepper
+from attn_explorer.state.views.frame import Frame
+from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.state.views.stepper_text import code_lines, frame_locals
 from attn_explorer.ui.common.text import plain_tooltip
 from attn_explorer.ui.stepper.stepper_widgets import (

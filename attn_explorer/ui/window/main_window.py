@@ -453,7 +453,7 @@ class MainWindow(QMainWindow):
     def export_dialog(self, heads: str | None = None) -> None:
         from attn_explorer.ui.window.dialogs import export_dialog
 
-        export_dialog(self, self.session, heads)
+        export_dialog(self, self.state, heads)
 
     def random_preset_dialog(self) -> None:
         from attn_explorer.ui.window.dialogs import random_preset_dialog
