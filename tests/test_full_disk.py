@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from attn_explorer.state.app_state import AppState
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import Session
 from attn_explorer.state.storage import session_file as io
@@ -71,20 +72,22 @@ def files_in(disk: Path) -> list[str]:
     return sorted(path.name for path in disk.iterdir() if path.name != "filler")
 
 
-def make_session(name: str = "worked") -> Session:
+def make_state(name: str = "worked") -> AppState:
     chosen = preset(name)
-    session = Session(chosen.snapshot, chosen.options)
-    session.name = chosen.name
-    return session
+    return AppState(Session(chosen.snapshot, chosen.options), name=chosen.name)
+
+
+def save(state: AppState, path: Path) -> Path:
+    return io.save_session(state.session, path, state.document.name)
 
 
 def test_session_save(tiny_disk):
     path = tiny_disk / "s.json"
-    io.save_session(make_session("worked"), path)
+    save(make_state("worked"), path)
     before = path.read_bytes()
     fill(tiny_disk)
     with pytest.raises(SessionFileError, match="the disk is full"):
-        io.save_session(make_session("exercise"), path)
+        save(make_state("exercise"), path)
     assert path.read_bytes() == before
     assert files_in(tiny_disk) == ["s.json"]
 
@@ -94,12 +97,12 @@ def test_every_export_format(tiny_disk, fmt, qapp):  # qapp: a QApplication for 
     from attn_explorer.render.figure import export_heatmaps
 
     path = tiny_disk / f"heatmap.{fmt}"
-    (written,) = export_heatmaps(make_session("worked"), path, stage="scores", width=300)
+    (written,) = export_heatmaps(make_state("worked"), path, stage="scores", width=300)
     assert written == path
     before = path.read_bytes()
     fill(tiny_disk)
     with pytest.raises(ExportError, match="the disk is full"):
-        export_heatmaps(make_session("exercise"), path, stage="weights", width=300)
+        export_heatmaps(make_state("exercise"), path, stage="weights", width=300)
     assert path.read_bytes() == before
     assert files_in(tiny_disk) == [path.name]
 
@@ -157,7 +160,7 @@ def test_model_export_in_process_raises_oserror_and_keeps_the_file(tiny_disk, tm
 @pytest.mark.parametrize("fmt", ["csv", "png"])
 def test_session_export_from_the_command_line(tiny_disk, tmp_path, fmt):
     session_file = tmp_path / "s.json"
-    io.save_session(make_session("worked"), session_file)
+    save(make_state("worked"), session_file)
     args = ("--out", tiny_disk, "--format", fmt, "--heads", "1", "--width", 300)
     first = run_cli(session_file, *args)
     assert first.returncode == 0, first.stderr

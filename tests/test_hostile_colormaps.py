@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attn_explorer.state.views.colormaps import (
+from attn_explorer.state.colormaps import (
     COLORMAPS,
     INVALID_RGB,
     MASKED_RGB,

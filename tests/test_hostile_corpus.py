@@ -142,8 +142,7 @@ def test_corpus_file_through_load_session(path, tmp_path):
     assert expected in ("ok", "costly"), f"{path.name} loaded but should be refused"
     if expected == "ok":  # what loads can be saved and loaded again, unchanged
         session = Session(loaded.snapshot, loaded.options)
-        session.name = loaded.name
-        again = load_session(save_session(session, tmp_path / "again.json"))
+        again = load_session(save_session(session, tmp_path / "again.json", loaded.name))
         assert again.snapshot.tokens == loaded.snapshot.tokens
         assert again.snapshot.query.tobytes() == loaded.snapshot.query.tobytes()
 

@@ -5,16 +5,15 @@ import os
 import pytest
 
 from attn_explorer.render.figure import export_heatmaps
+from attn_explorer.state.app_state import AppState
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import Session
 from attn_explorer.state.storage.export import default_filename
 
 
-def named(name: str) -> Session:
+def named(name: str) -> AppState:
     chosen = preset("random")
-    session = Session(chosen.snapshot, chosen.options)
-    session.name = name
-    return session
+    return AppState(Session(chosen.snapshot, chosen.options), name=name)
 
 
 @pytest.mark.parametrize(

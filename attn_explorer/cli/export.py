@@ -24,6 +24,7 @@ from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.storage.export import EXPORT_FORMATS
 
 if TYPE_CHECKING:
+    from attn_explorer.state.app_state import AppState
     from attn_explorer.state.session import Session
 
 PROG = "attn-explorer export"
@@ -77,25 +78,24 @@ def parse_heads(text: str) -> str | list[int]:
     return heads
 
 
-def _session(args: argparse.Namespace) -> Session:
+def _state(args: argparse.Namespace) -> AppState:
+    """The example or the session file to export, named as the window would name it."""
+    from attn_explorer.state.app_state import AppState
     from attn_explorer.state.presets import preset
     from attn_explorer.state.session import Session
     from attn_explorer.state.storage.session_file import SessionFileError, load_session
 
     if args.example:
         chosen = preset(args.example)
-        session = Session(chosen.snapshot, chosen.options)
-        session.name = chosen.name
-        return session
+        return AppState(Session(chosen.snapshot, chosen.options), name=chosen.name)
     try:
         loaded = load_session(args.session)
     except SessionFileError as exc:
         raise ExportCommandError(str(exc)) from None
     for note in loaded.notes:
         print(f"{PROG}: note: {args.session}: {note}", file=sys.stderr)
-    session = Session(loaded.snapshot, loaded.options)
-    session.name = loaded.name or Path(args.session).stem
-    return session
+    name = loaded.name or Path(args.session).stem
+    return AppState(Session(loaded.snapshot, loaded.options), name=name, path=args.session)
 
 
 def _check_cost(session: Session, args: argparse.Namespace) -> None:
@@ -167,14 +167,14 @@ def _export(argv: Sequence[str]) -> list[Path]:
     if args.model:
         return _model_export(args)
     heads = parse_heads(args.heads)
-    session = _session(args)  # a bad file is refused before Qt is loaded
+    state = _state(args)  # a bad file is refused before Qt is loaded
     from attn_explorer.render.qt_app import use_offscreen_if_headless
 
     use_offscreen_if_headless()
     from attn_explorer.render.figure import export_heatmaps
     from attn_explorer.state.storage.session_file import ExportError
 
-    _check_cost(session, args)
+    _check_cost(state.session, args)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ExportCommandError(f"--out: {out} is a file; give a folder")
@@ -186,7 +186,7 @@ def _export(argv: Sequence[str]) -> list[Path]:
         raise ExportCommandError(f"--out: cannot create {out}: {os_error_reason(exc)}") from None
     try:
         return export_heatmaps(
-            session, out, stage=args.stage, heads=heads, fmt=args.format, width=args.width
+            state, out, stage=args.stage, heads=heads, fmt=args.format, width=args.width
         )
     except ExportError as exc:
         raise ExportCommandError(str(exc)) from None

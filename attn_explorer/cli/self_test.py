@@ -82,7 +82,7 @@ def _check_scores(app: QCoreApplication, window: MainWindow, session: Session) -
     """The session's scores, and the numbers the window's score grid shows, are the worked S."""
     import numpy as np
 
-    scores = np.asarray(session.result().scores)  # (B, H, T, T)
+    scores = np.asarray(window.state.results.compute_now().scores)  # (B, H, T, T)
     if scores.shape != (1, 1, 3, 3):
         raise SelfTestError(f"scores have shape {scores.shape}, expected (1, 1, 3, 3)")
     if not np.allclose(scores[0, 0], WORKED_SCORES):
@@ -113,7 +113,7 @@ def _export_png(window: MainWindow, session: Session, folder: Path) -> tuple[Pat
     if importlib.util.find_spec("attn_explorer.render.figure") is not None:
         from attn_explorer.render.figure import export_heatmaps
 
-        export_heatmaps(session, folder, heads="current", fmt="png")
+        export_heatmaps(window.state, folder, heads="current", fmt="png")
         how = "export_heatmaps"
     else:
         if not window.grab().save(str(folder / "window.png")):

@@ -15,7 +15,7 @@ from typing import Any
 from attn_explorer.compute import strategy_source
 from attn_explorer.lessons.operations import Operation, Param, heatmaps_of, is_number
 from attn_explorer.lessons.window import LessonWindow
-from attn_explorer.state.views.stepper import Frame
+from attn_explorer.state.views.frame import Frame
 
 
 def _grid_numbers(window: LessonWindow) -> list[list[float | None]]:

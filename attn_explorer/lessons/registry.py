@@ -46,9 +46,6 @@ HIGHLIGHT_TARGETS = (
 HIGHLIGHT_FOREVER = 0
 
 
-PRESET_KWARGS = {"batch", "heads", "tokens", "dim", "seed"}
-
-
 def _load_preset(window: LessonWindow, name: str, **kwargs: Any) -> None:
     window.load_preset(name, **kwargs)
 

@@ -14,7 +14,8 @@ from typing import Protocol
 
 from attn_explorer.state.app_state import AppState
 from attn_explorer.state.session import Session
-from attn_explorer.state.views.stepper import Frame, Stepper
+from attn_explorer.state.views.frame import Frame
+from attn_explorer.state.views.stepper import Stepper
 
 
 class StepperControls(Protocol):

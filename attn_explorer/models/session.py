@@ -34,8 +34,8 @@ from attn_explorer.models.requests import (
     never_stop,
 )
 from attn_explorer.models.results import ModelAttention, TakenHead
+from attn_explorer.state.colormaps import value_range
 from attn_explorer.state.events import Event
-from attn_explorer.state.views.colormaps import value_range
 
 #: (layer, head), counted from 0.
 Head = tuple[int, int]
@@ -45,7 +45,7 @@ Head = tuple[int, int]
 class ShownValues:
     """What the heatmaps colour: (L, H, T, T) values, their colour scale and its label.
 
-    ``colormap`` names an entry of :data:`attn_explorer.state.views.colormaps.COLORMAPS`.
+    ``colormap`` names an entry of :data:`attn_explorer.state.colormaps.COLORMAPS`.
     """
 
     values: np.ndarray

@@ -5,7 +5,7 @@ Every panel is titled ``head n`` (numbered from 1, as everywhere in the app),
 rows are ``query i`` and columns ``key j`` (``value dimension`` for ``output``),
 and a colour bar shows the range: one for the whole figure when the session uses
 a shared scale, one per panel otherwise. Colours come from
-:mod:`attn_explorer.state.views.colormaps`, the same tables the window shows; masked (−∞)
+:mod:`attn_explorer.state.colormaps`, the same tables the window shows; masked (−∞)
 cells are grey and named in a legend. Cells are filled rectangles on whole
 pixels, so small grids export as crisp squares.
 
@@ -46,15 +46,16 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication
 
 from attn_explorer.render.qt_app import qt_application, use_offscreen_if_headless
-from attn_explorer.state.session import Session
+from attn_explorer.state.colormaps import lut, to_rgb
 from attn_explorer.state.storage.export import (
     DEFAULT_WIDTH,
+    Exported,
+    ExportJob,
     guarded_write,
     plan_export,
     write_export,
 )
-from attn_explorer.state.views.colormaps import lut, to_rgb
-from attn_explorer.state.views.figure import Figure, Panel
+from attn_explorer.state.views.figure import Figure, Panel, build_figure
 
 PNG_DPI = 300
 SVG_DPI = 96
@@ -464,12 +465,12 @@ def render_svg(figure: Figure, width: int = 1600) -> bytes:
 
 # -- export ------------------------------------------------------------------------------------
 def image_bytes(figure: Figure, fmt: str, width: int) -> bytes:
-    """PNG or SVG bytes of ``figure`` (what :func:`state.export.write_export` asks for)."""
+    """PNG or SVG bytes of ``figure`` (what :func:`export_heatmaps` gives ``write_export``)."""
     return render_png(figure, width) if fmt == "png" else render_svg(figure, width)
 
 
 def export_heatmaps(
-    session: Session,
+    exported: Exported,
     target: str | os.PathLike[str],
     *,
     stage: str | None = None,
@@ -477,13 +478,15 @@ def export_heatmaps(
     fmt: str | None = None,
     width: int = DEFAULT_WIDTH,
 ) -> list[Path]:
-    """Write heatmaps (PNG, SVG), CSV or NPZ of ``session``; see :func:`state.export.plan_export`.
+    """Write heatmaps (PNG, SVG), CSV or NPZ of ``exported`` (an app state: the session, its
+    results, the document's name); see :func:`state.export.plan_export`.
 
     Returns the paths written. Raises :class:`ExportError` with a message saying
     what to do; a failed file leaves any previous file of that name as it was.
     """
-    jobs = plan_export(session, target, stage=stage, heads=heads, fmt=fmt, width=width)
-    return [
-        guarded_write(job.path, partial(write_export, session, job, width, image_bytes))
-        for job in jobs
-    ]
+    jobs = plan_export(exported, target, stage=stage, heads=heads, fmt=fmt, width=width)
+
+    def draw(job: ExportJob) -> bytes:
+        return image_bytes(build_figure(exported, job.stage, job.heads), job.fmt, width)
+
+    return [guarded_write(job.path, partial(write_export, exported, job, draw)) for job in jobs]

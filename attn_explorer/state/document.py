@@ -7,6 +7,9 @@ where instead of overwriting an unrelated file. Whether unsaved work may be
 replaced is the caller's question to the user (:attr:`Document.has_unsaved_work`);
 this class only does what was decided and reports failures through the session
 (``session.report``), never raising for a bad file.
+
+The document is the one owner of the name and the path: only its own methods
+change them, and each says so with ``session.events.document``.
 """
 
 from __future__ import annotations
@@ -15,25 +18,32 @@ import os
 from pathlib import Path
 
 from attn_explorer.state.session import Session
-from attn_explorer.state.storage.session_file import SessionFileError, load_session, save_session
+from attn_explorer.state.storage.session_file import (
+    LoadedSession,
+    SessionFileError,
+    load_session,
+    save_session,
+)
 from attn_explorer.state.types import UNTITLED, Options, Snapshot
 
 
 class Document:
     """Open / save / replace for one :class:`Session` (see the module docstring)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, name: str = UNTITLED, path: str | None = None) -> None:
         self.session = session
+        self._name = name
+        self._path = os.path.abspath(path) if path is not None else None
 
     @property
     def path(self) -> str | None:
         """The file the session was opened from or saved to; None while untitled."""
-        return self.session.path
+        return self._path
 
     @property
     def name(self) -> str:
-        """What the title bar and the Save dialog call the document."""
-        return self.session.name or UNTITLED
+        """What the title bar, the Save dialog, session files and exports call the document."""
+        return self._name or UNTITLED
 
     @property
     def has_unsaved_work(self) -> bool:
@@ -49,9 +59,9 @@ class Document:
             return False
         if not self.session.load(loaded.snapshot, loaded.options, f"open {Path(path).name}"):
             return False
-        self.session.name = loaded.name or Path(path).stem
+        self._name = loaded.name or Path(path).stem
         # Absolute: recent files and the next start must find it from any folder.
-        self.session.path = os.path.abspath(path)
+        self._path = os.path.abspath(path)
         self.session.mark_saved()
         self.session.clear_history()  # the file is the new starting point
         self.session.events.document.emit()
@@ -61,15 +71,14 @@ class Document:
 
     def save_to(self, path: str | os.PathLike[str]) -> bool:
         """Write the session to ``path`` (atomically) and make that the document's file."""
-        previous = self.session.name
-        self.session.name = Path(path).stem
+        name = Path(path).stem
         try:
-            save_session(self.session, path)
+            save_session(self.session, path, name)
         except SessionFileError as exc:
-            self.session.name = previous
             self.session.report(f"Could not save: {exc}")
             return False
-        self.session.path = os.path.abspath(path)
+        self._name = name
+        self._path = os.path.abspath(path)
         self.session.mark_saved()
         self.session.events.document.emit()
         self.session.report(f"Saved {path}", "info")
@@ -77,9 +86,9 @@ class Document:
 
     def save(self) -> bool | None:
         """Save to the document's own file; None when untitled (ask the user where)."""
-        if self.session.path is None:
+        if self._path is None:
             return None
-        return self.save_to(self.session.path)
+        return self.save_to(self._path)
 
     def replace(
         self, snapshot: Snapshot, options: Options | None, text: str, name: str = UNTITLED
@@ -91,8 +100,23 @@ class Document:
         """
         if not self.session.load(snapshot, options, text):
             return False
-        self.session.name = name
-        self.session.path = None
+        self._name = name
+        self._path = None
         self.session.mark_saved()
+        self.session.events.document.emit()
+        return True
+
+    def recover(self, loaded: LoadedSession, original: str | None) -> bool:
+        """Take back unsaved work an autosave kept: its numbers, still unsaved, and its name.
+
+        ``original`` is the file that work was opened from, kept as the document's
+        file only while it still exists (else Save asks where). Not undoable: the
+        recovered numbers are the starting point.
+        """
+        if not self.session.load(loaded.snapshot, loaded.options, "recover unsaved changes"):
+            return False
+        self._name = loaded.name
+        self._path = original if original and Path(original).is_file() else None
+        self.session.clear_history()
         self.session.events.document.emit()
         return True

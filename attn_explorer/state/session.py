@@ -6,8 +6,11 @@ the view options; validates every edit, records it on an undo stack, and emits
 rejected edit changes nothing and emits a ``message`` naming the cell and the
 reason.
 
-One job at ~500 lines: every edit of the numbers and names, each validated and
-undoable; the value types, the undo stack and the results live in their own modules.
+One job: every edit of the numbers and names, each validated and undoable. The
+value types, the undo stack, the sizes and new cells of a structural edit
+(:mod:`~attn_explorer.state.structure`) live in their own modules, and the results
+computed from the session in :mod:`~attn_explorer.state.results`, which the
+:class:`~attn_explorer.state.app_state.AppState` builds beside it.
 """
 
 from __future__ import annotations
@@ -18,16 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from attn_explorer.compute import AttentionResult
-from attn_explorer.compute.validation import check_limits, check_score_elements, first_bad_value
+from attn_explorer.compute.validation import first_bad_value
 from attn_explorer.state.events import SessionEvents
 from attn_explorer.state.history import History
 from attn_explorer.state.presets import worked_example
-from attn_explorer.state.results.results import Results
+from attn_explorer.state.structure import as_float64, new_cells, size_problem, unused_token_name
 from attn_explorer.state.types import (
     MATRICES,
     MATRIX_LETTER,
-    UNTITLED,
     Options,
     Snapshot,
     cell_label,
@@ -48,14 +49,11 @@ class Session:
         self._key = np.array(snap.key, dtype=np.float64)
         self._value = np.array(snap.value, dtype=np.float64)
         self.options = options or (preset.options if snapshot is None else Options())
-        self.name = UNTITLED
-        self.path: str | None = None
         self._dirty = False
-        #: Increments on every change of numbers, shape or options that affect results.
+        #: Increments on every change of numbers, shape or options that affect results
+        #: (:class:`~attn_explorer.state.results.results.Results` caches by it).
         self.revision = 0
         self.history = History(self.events.undo_changed.emit)
-        #: The one owner of the computed result (views subscribe to ``results.changed``).
-        self.results = Results(self)
 
     # -- read access ------------------------------------------------------------------
     @property
@@ -118,11 +116,6 @@ class Session:
     def report(self, text: str, level: str = "error") -> None:
         """Send a message to whoever shows them (the status bar)."""
         self.events.message.emit(text, level)
-
-    # -- results ------------------------------------------------------------------------
-    def result(self) -> AttentionResult:
-        """The attention result for the current numbers and options (see :class:`Results`)."""
-        return self.results.compute_now()
 
     # -- undo / redo ----------------------------------------------------------------------
     def _push(
@@ -260,6 +253,7 @@ class Session:
         def apply(data: np.ndarray) -> Callable[[], None]:
             def run() -> None:
                 self._array(matrix)[region] = data
+                self._end_step()
                 self._changed()
                 self.events.values.emit(matrix)
 
@@ -273,16 +267,8 @@ class Session:
 
     # -- structure edits --------------------------------------------------------------------
     def _fills(self, shape: tuple[int, ...]) -> list[np.ndarray]:
-        """New cells for query, key and value: zeros, or seeded random numbers.
-
-        One generator draws all three in turn, so Q, K and V get different
-        numbers (one generator per matrix with the same seed made q_i = k_i, so a
-        new token always attended most to itself).
-        """
-        if self.options.fill == "random":
-            rng = np.random.default_rng(self.options.seed + self.revision)
-            return [np.round(rng.standard_normal(shape), 3) for _ in MATRICES]
-        return [np.zeros(shape) for _ in MATRICES]
+        """New cells for query, key and value, as the options say (see :func:`new_cells`)."""
+        return new_cells(shape, self.options.fill, self.options.seed + self.revision)
 
     def _restore(self, snap: Snapshot, options: Options | None = None) -> None:
         old_shape = self.shape
@@ -290,10 +276,14 @@ class Session:
         self._query = snap.query.copy()
         self._key = snap.key.copy()
         self._value = snap.value.copy()
-        opts = options or self.options
+        # Options not given (an undo, a resize): the numbers stepped through are gone.
+        opts = options or replace(self.options, step=-1)
         b, h, _, _ = self.shape
         opts = replace(opts, batch_index=min(opts.batch_index, b - 1), head=min(opts.head, h - 1))
-        options_changed = opts != self.options
+        # Only the step ending is not news for "all": the stepper ends on the shape / values
+        # event; a load that sets a step (a file saved mid-step) is.
+        ended = options is None and replace(opts, step=self.options.step) == self.options
+        options_changed = opts != self.options and not ended
         self.options = opts
         self._changed()
         if self.shape != old_shape:
@@ -336,23 +326,8 @@ class Session:
         )
         return True
 
-    @staticmethod
-    def check_size(batch: int, heads: int, tokens: int, dim: int) -> str:
-        """Empty string if the sizes are allowed, else what is wrong and what to do."""
-        if tokens < 1:
-            return "a table needs at least one token (T ≥ 1)"
-        if dim < 1:
-            return "each vector needs at least one dimension (d ≥ 1)"
-        if heads < 1:
-            return "attention needs at least one head (H ≥ 1)"
-        if batch < 1:
-            return "the batch needs at least one entry (B ≥ 1)"
-        try:  # the compute layer's limits, so the tables never hold what it would refuse
-            check_limits("Q, K, V", (batch, heads, tokens, dim))
-            check_score_elements(batch * heads * tokens, tokens)
-        except ValueError as exc:
-            return str(exc)
-        return ""
+    #: Empty string if the sizes are allowed, else what is wrong and what to do.
+    check_size = staticmethod(size_problem)
 
     def insert_token(self, at: int | None = None, name: str | None = None) -> bool:
         """Insert a token row (in Q, K and V, every batch and head) before index ``at``."""
@@ -408,11 +383,7 @@ class Session:
         return True
 
     def _unused_token_name(self, taken: Sequence[str] | None = None) -> str:
-        names = self._tokens if taken is None else taken
-        n = len(names) + 1
-        while f"t{n}" in names:
-            n += 1
-        return f"t{n}"
+        return unused_token_name(self._tokens if taken is None else taken)
 
     def resize(
         self,
@@ -460,7 +431,7 @@ class Session:
 
     def load(self, snapshot: Snapshot, options: Options | None = None, text: str = "load") -> bool:
         """Replace every number and name at once (presets, examples, a model's head); undoable."""
-        snapshot = _as_float64(snapshot)
+        snapshot = as_float64(snapshot)
         if snapshot.query.ndim != 4:
             self.report(f"{text}: query has shape {snapshot.query.shape}, expected (B, H, T, d)")
             return False
@@ -488,6 +459,8 @@ class Session:
         except ValueError as exc:
             self.report(str(exc))
             return False
+        if name in ("strategy", "dtype"):
+            new = replace(new, step=-1)  # the stepper's run is another one now: it ends
         self.options = new
         if name in ("strategy", "scale", "causal", "dtype"):
             self.revision += 1
@@ -499,11 +472,18 @@ class Session:
             self.events.options.emit(name)
         return True
 
+    def set_step(self, step: int) -> None:
+        """Put the stepper's position (``options.step``, its one owner) as the stepper moves.
 
-def _as_float64(snapshot: Snapshot) -> Snapshot:
-    return Snapshot(
-        tuple(str(t) for t in snapshot.tokens),
-        np.array(snapshot.query, dtype=np.float64),
-        np.array(snapshot.key, dtype=np.float64),
-        np.array(snapshot.value, dtype=np.float64),
-    )
+        Emits nothing: the stepper that moved tells its views itself. Anyone else
+        uses ``set_option("step", …)``, whose ``events.step`` tells the stepper.
+        """
+        if isinstance(step, bool) or not isinstance(step, int) or step < -1:
+            raise ValueError(f"step: {step!r} is not a step (-1 or more)")
+        if step != self.options.step:
+            self.options = replace(self.options, step=step)
+
+    def _end_step(self) -> None:
+        """An edit of the numbers ends a step-through (the stepper then shows the results)."""
+        if self.options.step != -1:
+            self.options = replace(self.options, step=-1)

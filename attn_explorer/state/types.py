@@ -15,7 +15,7 @@ import numpy as np
 
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES
 from attn_explorer.compute.validation import MAX_ABS_VALUE
-from attn_explorer.state.views.colormaps import COLORMAPS
+from attn_explorer.state.colormaps import COLORMAPS
 
 #: The name of a session that has no file (New, a preset, a lesson, a model head).
 UNTITLED = "untitled"
@@ -44,7 +44,6 @@ class Options:
     granularity: str = "multiply-add"
     step: int = -1
     predict: bool = False
-    show_value: bool = False
 
     def colormap_for(self, stage: str) -> str:
         """The colour map ``stage`` is drawn with: sequential (0..1) for the softmax

@@ -6,7 +6,7 @@ import pytest
 from attn_explorer.cli.model_export import montage_figure, run_model_export
 from attn_explorer.models import load_model
 from attn_explorer.render.figure import layout_figure
-from attn_explorer.state.views.colormaps import lut, to_rgb
+from attn_explorer.state.colormaps import lut, to_rgb
 
 
 def test_npz_holds_every_array_and_the_tokens(tiny_model_dir, tmp_path):
@@ -58,7 +58,7 @@ def test_bad_format_and_bad_folder(tiny_model_dir, tmp_path):
 
 
 def test_montage_colours_ends_and_middle():
-    """The export uses state/views/colormaps.py: viridis ends, clipped above; white-ish at 0."""
+    """The export uses state/colormaps.py: viridis ends, clipped above; white-ish at 0."""
     rgb = to_rgb(np.array([0.0, 1.0, 2.0]), "sequential", 0, 1)
     assert rgb.tolist() == [[68, 1, 84], [253, 231, 37], [253, 231, 37]]
     middle = to_rgb(np.array([0.0]), "diverging", -3, 3)[0]

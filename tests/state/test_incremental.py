@@ -68,7 +68,7 @@ def assert_same_as_full(session: Session, outcome, strategy: str) -> None:
 @pytest.mark.parametrize("matrix", ["query", "key", "value"])
 def test_one_cell_recomputes_one_head_and_equals_a_full_recompute(strategy, causal, dtype, matrix):
     session = session_of((2, 4, 9, 3), strategy=strategy, causal=causal, dtype=dtype)
-    results = session.results
+    results = Results(session)
     run_request(results)
     session.set_cell(matrix, 4, 1, 2.5, batch=1, head=2)
     request, outcome = run_request(results)
@@ -79,24 +79,26 @@ def test_one_cell_recomputes_one_head_and_equals_a_full_recompute(strategy, caus
 
 def test_masked_rows_and_a_scale_that_drops_are_spliced_too():
     session = session_of((1, 3, 6, 2), causal=True, scale=False)
-    run_request(session.results)
+    results = Results(session)
+    run_request(results)
     session.set_block("key", 0, 0, [[40.0, -40.0], [-40.0, 40.0]], head=0)
-    request, outcome = run_request(session.results)
+    request, outcome = run_request(results)
     assert request.heads.tolist() == [[0, 0]]
     assert_same_as_full(session, outcome, "batched")
 
 
 def test_edits_of_two_heads_before_a_recompute_recompute_both():
     session = session_of((1, 6, 8, 2))
-    run_request(session.results)
+    results = Results(session)
+    run_request(results)
     session.set_cell("query", 0, 0, 9.0, head=1)
     session.set_cell("value", 3, 1, -9.0, head=4)
-    request, outcome = run_request(session.results)
+    request, outcome = run_request(results)
     assert request.heads.tolist() == [[0, 1], [0, 4]]
     assert_same_as_full(session, outcome, "batched")
     session.undo()
     session.undo()  # back to the first numbers: both heads again
-    request, outcome = run_request(session.results)
+    request, outcome = run_request(results)
     assert request.heads.tolist() == [[0, 1], [0, 4]]
     assert_same_as_full(session, outcome, "batched")
 
@@ -114,16 +116,17 @@ def test_edits_of_two_heads_before_a_recompute_recompute_both():
 )
 def test_other_changes_recompute_everything(change):
     session = session_of((1, 4, 8, 2))
-    run_request(session.results)
+    results = Results(session)
+    run_request(results)
     change(session)
-    request, outcome = run_request(session.results)
+    request, outcome = run_request(results)
     assert request.base is None
     assert_same_as_full(session, outcome, outcome.used)
 
 
 def test_the_shown_stages_previews_are_spliced_not_made_again():
     session = session_of((1, 4, 300, 4), seed=2)
-    results = session.results
+    results = Results(session)
     run_request(results)
     before = results.preview("weights", 0)
     results.preview("scores", 0)
@@ -150,7 +153,7 @@ def test_a_big_session_edits_one_head_at_once(small_budgets):
     """H16 (T512, here T64 with the budgets scaled down): a full recompute goes to the
     worker, one edited head is done on the spot."""
     session = session_of((1, 16, 64, 8))
-    results = session.results
+    results = Results(session)
     assert not results.interactive_now()  # before any result: the whole thing, in a worker
     run_request(results)
     session.set_cell("query", 10, 3, 1.25, head=7)
@@ -166,7 +169,7 @@ def test_on_the_spot_the_heads_are_written_into_the_result_on_screen(reuse_base)
     """In a worker the last result stays as it was (its run may be dropped); on the GUI
     thread, whose outcome replaces it at once, the new heads go into its arrays."""
     session = session_of((1, 4, 300, 4), seed=4)
-    results = session.results
+    results = Results(session)
     run_request(results)
     results.preview("scores", 0)
     base = results.current
@@ -190,7 +193,7 @@ def test_past_the_splice_budget_one_head_is_still_all_that_is_recomputed(small_b
     """H17 (T512, here T64): copying the other heads is left to the worker, which still
     computes one head."""
     session = session_of((1, 17, 64, 2), seed=5)
-    results = session.results
+    results = Results(session)
     run_request(results)
     session.set_cell("value", 3, 0, 4.0, head=16)
     assert not results.interactive_now()  # the worker's job, debounced

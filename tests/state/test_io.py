@@ -15,25 +15,37 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attn_explorer.compute import GRANULARITIES, MAX_ABS_VALUE, STAGES, STRATEGIES
+from attn_explorer.state.app_state import AppState
+from attn_explorer.state.colormaps import COLORMAPS
 from attn_explorer.state.presets import preset, random_preset
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage import examples as examples_module
 from attn_explorer.state.storage import session_file as io
 from attn_explorer.state.storage.resources import resource
 from attn_explorer.state.storage.session_file import SessionFileError
 from attn_explorer.state.types import MATRICES, Options
-from attn_explorer.state.views.colormaps import COLORMAPS
 
 
-def make_session(name="worked", **options):
+def make_state(name="worked", **options):
+    """A preset's numbers and options, named as the window names a preset."""
     chosen = preset(name)
     session = Session(chosen.snapshot, replace(chosen.options, **options))
-    session.name = chosen.name
-    return session
+    return AppState(session, name=chosen.name)
 
 
-def assert_same_state(loaded, session):
+def save(state, path):
+    """Save as the document does: the session under the document's name."""
+    return io.save_session(state.session, path, state.document.name)
+
+
+def to_dict(state):
+    return io.session_to_dict(state.session, state.document.name)
+
+
+def assert_same_state(loaded, state):
+    session = state.session
     snap = session.snapshot()
-    assert loaded.name == session.name
+    assert loaded.name == state.document.name
     assert loaded.snapshot.tokens == snap.tokens
     for name in MATRICES:
         ours, theirs = getattr(loaded.snapshot, name), getattr(snap, name)
@@ -47,21 +59,22 @@ def assert_same_state(loaded, session):
 # -- round trips ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["worked", "exercise", "random", "causal", "identity"])
 def test_save_load_round_trip_presets(tmp_path, name):
-    session = make_session(name)
-    path = io.save_session(session, tmp_path / "s.json")
-    assert_same_state(io.load_session(path), session)
+    state = make_state(name)
+    path = save(state, tmp_path / "s.json")
+    assert_same_state(io.load_session(path), state)
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["format"] == "attn-explorer-session"
     assert data["version"] == 1 and isinstance(data["version"], int)
 
 
 def test_floats_round_trip_exactly_including_negative_zero(tmp_path):
-    session = make_session("worked")
+    state = make_state("worked")
+    session = state.session
     # The largest magnitude a session holds is MAX_ABS_VALUE (1e15; issue 12): the last
     # value is a float64 just inside it, at full precision.
     values = [[0.1, -0.0], [1e-300, 2.0**-1074], [123456789.123456789, -999999999999999.9]]
     session.set_block("query", 0, 0, values)
-    loaded = io.load_session(io.save_session(session, tmp_path / "s.json"))
+    loaded = io.load_session(save(state, tmp_path / "s.json"))
     assert loaded.snapshot.query[0, 0].tolist() == values
     assert math.copysign(1, loaded.snapshot.query[0, 0, 0, 1]) == -1
 
@@ -97,39 +110,47 @@ def sessions(draw):
         granularity=draw(st.sampled_from(GRANULARITIES)),
         step=draw(st.integers(-1, 100)),
         predict=draw(st.booleans()),
-        show_value=draw(st.booleans()),
     )
     from attn_explorer.state.types import Snapshot
 
-    session = Session(Snapshot(tuple(tokens), *arrays), options)
-    session.name = draw(names)
-    return session
+    return AppState(Session(Snapshot(tuple(tokens), *arrays), options), name=draw(names))
 
 
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(session=sessions())
-def test_save_load_round_trip_random_sessions(tmp_path, session):
-    path = io.save_session(session, tmp_path / "random.json")
-    assert_same_state(io.load_session(path), session)
+@given(state=sessions())
+def test_save_load_round_trip_random_sessions(tmp_path, state):
+    path = save(state, tmp_path / "random.json")
+    assert_same_state(io.load_session(path), state)
 
 
 def test_every_option_is_saved():
-    data = io.session_to_dict(make_session("exercise"))
+    data = to_dict(make_state("exercise"))
     assert set(data["options"]) == {f.name for f in fields(Options)}
 
 
 def test_missing_options_take_defaults():
-    data = io.session_to_dict(make_session("worked"))
+    data = to_dict(make_state("worked"))
     data["options"] = {"scale": False}
     assert io.session_from_dict(data).options == Options(scale=False)
 
 
+def test_a_file_saved_with_the_retired_show_value_option_still_opens():
+    data = to_dict(make_state("worked"))
+    data["options"] = {**data["options"], "show_value": True}
+    assert io.session_from_dict(data).options == make_state("worked").session.options
+    data["options"]["show_valu"] = True  # a typo is still refused, naming only live options
+    with pytest.raises(SessionFileError, match='unknown field "show_valu"') as caught:
+        io.session_from_dict(data)
+    assert "show_value" not in str(caught.value)
+
+
 def test_loading_returns_new_objects_and_leaves_the_session_alone(tmp_path):
-    session = make_session("random")
+    state = make_state("random")
+    session = state.session
     before = session.snapshot()
-    path = io.save_session(session, tmp_path / "s.json")
+    path = save(state, tmp_path / "s.json")
     loaded = io.load_session(path)
     loaded.snapshot.query[...] = 99
     assert np.array_equal(session.matrix("query"), before.query)
@@ -138,7 +159,7 @@ def test_loading_returns_new_objects_and_leaves_the_session_alone(tmp_path):
 
 # -- malformed files ------------------------------------------------------------------------------
 def two_head_dict():
-    return io.session_to_dict(make_session("causal"))  # B=1, H=2, T=6, d=4
+    return to_dict(make_state("causal"))  # B=1, H=2, T=6, d=4
 
 
 def edit(path, value):
@@ -287,12 +308,12 @@ def test_unreadable_files(tmp_path):
 
 # -- saving ---------------------------------------------------------------------------------------
 def test_save_into_missing_folder_or_under_a_file(tmp_path):
-    session = make_session()
+    state = make_state()
     with pytest.raises(SessionFileError, match="the folder does not exist"):
-        io.save_session(session, tmp_path / "nope" / "s.json")
+        save(state, tmp_path / "nope" / "s.json")
     (tmp_path / "file").write_text("x")
     with pytest.raises(SessionFileError, match=r"could not save .*part of the path is a file"):
-        io.save_session(session, tmp_path / "file" / "s.json")
+        save(state, tmp_path / "file" / "s.json")
 
 
 def test_disk_full_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
@@ -304,7 +325,7 @@ def test_disk_full_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypa
 
     monkeypatch.setattr(io.os, "fsync", full)
     with pytest.raises(SessionFileError, match="the disk is full"):
-        io.save_session(make_session(), path)
+        save(make_state(), path)
     assert path.read_text() == "old contents"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
 
@@ -313,40 +334,41 @@ def test_save_keeps_file_permissions(tmp_path):
     path = tmp_path / "s.json"
     path.write_text("{}")
     os.chmod(path, 0o640)
-    io.save_session(make_session(), path)
+    save(make_state(), path)
     assert path.stat().st_mode & 0o777 == 0o640
 
 
 # -- examples -------------------------------------------------------------------------------------
 def test_examples_are_listed_and_load():
-    examples = io.list_examples()
+    examples = examples_module.list_examples()
     assert [title for title, _ in examples][:2] == ["Worked example", "Exercise: k4 = (2, 0)"]
     assert len(examples) == 4
     for _, file in examples:
-        loaded = io.load_example(file)
+        loaded = examples_module.load_example(file)
         assert loaded.snapshot.shape[0] >= 1
-    worked = io.load_example(examples[0][1])
+    worked = examples_module.load_example(examples[0][1])
     assert worked.snapshot.query[0, 0].tolist() == [[1, 0], [0, 1], [1, 1]]
     assert worked.options.scale is False
-    heads = {io.load_example(f).snapshot.shape[1] for _, f in examples}
+    heads = {examples_module.load_example(f).snapshot.shape[1] for _, f in examples}
     assert 4 in heads  # the 4-head random example
 
 
-@pytest.mark.parametrize("file", list(io.EXAMPLE_FILES))
+@pytest.mark.parametrize("file", list(examples_module.EXAMPLE_FILES))
 def test_shipped_examples_match_their_presets(file):
-    """Regenerate with: python -m attn_explorer.state.storage.session_file"""
+    """Regenerate with: python -m attn_explorer.state.storage.examples"""
     shipped = resource("examples", file).read_text(encoding="utf-8")
-    assert shipped == io.example_text(file)
+    assert shipped == examples_module.example_text(file)
 
 
 # -- CSV and NPZ ----------------------------------------------------------------------------------
 def test_csv_round_trip_exact_with_labels_and_masked_cells(tmp_path):
-    session = make_session("causal")
+    state = make_state("causal")
+    session = state.session
     session.set_block("query", 0, 0, [[0.1, 1 / 3, -2.5e-12, 7.0]])
     for stage in ("masked", "weights", "output"):
-        path = io.write_csv(tmp_path / f"{stage}.csv", session, stage, 1)
+        path = io.write_csv(tmp_path / f"{stage}.csv", state, stage, 1)
         rows, cols, matrix = io.read_csv(path)
-        expected = session.result().stage(stage)[0, 1]
+        expected = state.results.compute_now().stage(stage)[0, 1]
         assert rows == session.tokens
         assert cols == (["d1", "d2", "d3", "d4"] if stage == "output" else session.tokens)
         assert matrix.tobytes() == expected.tobytes()
@@ -356,16 +378,18 @@ def test_csv_round_trip_exact_with_labels_and_masked_cells(tmp_path):
 
 
 def test_csv_quotes_token_names_with_commas(tmp_path):
-    session = make_session("worked")
+    state = make_state("worked")
+    session = state.session
     session.rename_token(0, 'a, "b"')
-    rows, cols, _ = io.read_csv(io.write_csv(tmp_path / "s.csv", session, "scores", 0))
+    rows, cols, _ = io.read_csv(io.write_csv(tmp_path / "s.csv", state, "scores", 0))
     assert rows[0] == cols[0] == 'a, "b"'
 
 
 def test_npz_round_trip_exact(tmp_path):
-    session = make_session("causal")
-    path = io.write_npz(tmp_path / "all.npz", session)
-    result = session.result()
+    state = make_state("causal")
+    session = state.session
+    path = io.write_npz(tmp_path / "all.npz", state)
+    result = state.results.compute_now()
     with np.load(path, allow_pickle=False) as data:
         for name in MATRICES:
             assert np.array_equal(data[name], session.matrix(name))
@@ -378,11 +402,11 @@ def test_npz_round_trip_exact(tmp_path):
 
 
 def test_stage_output_without_values_is_an_export_error(monkeypatch):
-    session = make_session("worked")
-    result = replace(session.result(), output=None)
-    monkeypatch.setattr(session, "result", lambda: result)
+    state = make_state("worked")
+    result = replace(state.results.compute_now(), output=None)
+    monkeypatch.setattr(state.results, "compute_now", lambda: result)
     with pytest.raises(io.ExportError, match="needs value vectors"):
-        io.stage_array(session, "output")
+        io.stage_array(state, "output")
 
 
 def test_io_does_not_import_qt():

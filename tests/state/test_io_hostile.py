@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from attn_explorer.compute import MAX_ABS_VALUE
+from attn_explorer.state.app_state import AppState
 from attn_explorer.state.presets import preset
 from attn_explorer.state.session import Session
 from attn_explorer.state.storage import session_file as io
@@ -257,13 +258,12 @@ def test_lone_surrogates_are_replaced_and_noted(tmp_path):
 
 def test_save_csv_and_npz_after_loading_a_lone_surrogate(tmp_path):
     loaded = io.load_session(surrogate_file(tmp_path))
-    session = Session(loaded.snapshot, loaded.options)
-    session.name = loaded.name
-    saved = io.save_session(session, tmp_path / "saved.json")
+    state = AppState(Session(loaded.snapshot, loaded.options), name=loaded.name)
+    saved = io.save_session(state.session, tmp_path / "saved.json", state.document.name)
     assert io.load_session(saved).snapshot.tokens == loaded.snapshot.tokens
-    rows, cols, _ = io.read_csv(io.write_csv(tmp_path / "s.csv", session, "scores", 0))
+    rows, cols, _ = io.read_csv(io.write_csv(tmp_path / "s.csv", state, "scores", 0))
     assert rows[1] == cols[1] == "t\ufffdx"
-    with np.load(io.write_npz(tmp_path / "s.npz", session)) as data:
+    with np.load(io.write_npz(tmp_path / "s.npz", state)) as data:
         assert data["tokens"].tolist()[1] == "t\ufffdx"
 
 
@@ -282,11 +282,9 @@ def test_save_refuses_a_file_open_would_refuse(tmp_path, monkeypatch):
 
 
 def test_save_caps_a_long_name(tmp_path):
-    session = Session()
-    session.name = "x" * 1000  # e.g. from a long file name
-    assert (
-        io.load_session(io.save_session(session, tmp_path / "s.json")).name == "x" * MAX_NAME_CHARS
-    )
+    name = "x" * 1000  # e.g. from a long file name
+    saved = io.save_session(Session(), tmp_path / "s.json", name)
+    assert io.load_session(saved).name == "x" * MAX_NAME_CHARS
 
 
 # -- item 2: temporary files left by a killed write are cleaned up ---------------------------

@@ -7,6 +7,7 @@ import pytest
 
 from attn_explorer.state import MATRICES, PRESETS, Preset, Session, preset
 from attn_explorer.state.presets import PRESET_TEXT, random_preset, random_title
+from attn_explorer.state.results.results import Results
 
 
 def loaded(name: str) -> Session:
@@ -42,7 +43,7 @@ def test_every_preset_loads_with_consistent_shapes(name):
     assert session.shape == (b, h, t, d)
     assert session.tokens == list(p.snapshot.tokens)
     assert session.options == p.options
-    result = session.result()
+    result = Results(session).compute_now()
     assert result.scores.shape == (b, h, t, t)
     assert np.isfinite(result.weights).all()
     np.testing.assert_allclose(result.weights.sum(axis=-1), 1.0, rtol=1e-12)
@@ -77,7 +78,7 @@ def test_unknown_preset_names_the_choices():
 def test_worked_example_scores_are_the_articles_s():
     session = loaded("worked")
     assert session.head_matrix("query").tolist() == [[1, 0], [0, 1], [1, 1]]
-    assert session.result().scores[0, 0].tolist() == [[1, 0, 1], [0, 1, 1], [1, 1, 2]]
+    assert Results(session).compute_now().scores[0, 0].tolist() == [[1, 0, 1], [0, 1, 1], [1, 1, 2]]
 
 
 def test_exercise_adds_k4_and_q2_prefers_k2():
@@ -87,7 +88,7 @@ def test_exercise_adds_k4_and_q2_prefers_k2():
     assert key[3].tolist() == [2.0, 0.0]
     assert key[:3].tolist() == [[1, 0], [0, 1], [1, 1]]
     assert query[:3].tolist() == [[1, 0], [0, 1], [1, 1]]
-    scores = session.result().scores[0, 0]
+    scores = Results(session).compute_now().scores[0, 0]
     assert scores[1, 3] == 0.0  # q2·k4 = 0·2 + 1·0
     assert scores[1, 1] == 1.0  # q2·k2
     assert scores[1, 3] < scores[1, 1]
@@ -125,7 +126,7 @@ def test_random_preset_switches_big_runs_to_float32():
 
 def test_identity_scores_are_the_identity():
     session = loaded("identity")
-    np.testing.assert_array_equal(session.result().scores[0, 0], np.eye(4))
+    np.testing.assert_array_equal(Results(session).compute_now().scores[0, 0], np.eye(4))
 
 
 def test_duplicates_preset_ties_the_weights():
@@ -133,7 +134,7 @@ def test_duplicates_preset_ties_the_weights():
     assert session.tokens[0] == session.tokens[1]
     key = session.head_matrix("key")
     np.testing.assert_array_equal(key[0], key[1])
-    weights = session.result().weights[0, 0]
+    weights = Results(session).compute_now().weights[0, 0]
     np.testing.assert_array_equal(weights[:, 0], weights[:, 1])  # exactly tied
     assert (weights[:, 0] > 0).all()
     assert session.options.stage == "weights"
@@ -143,7 +144,7 @@ def test_large_norms_saturate_softmax_in_every_row():
     session = loaded("large-norms")
     norms = np.linalg.norm(session.head_matrix("query"), axis=1)
     assert (norms > 9).all()
-    weights = session.result().weights[0, 0]
+    weights = Results(session).compute_now().weights[0, 0]
     assert (weights.max(axis=-1) > 0.99).all()
     # one key per row, not a tie split between two
     assert (np.sort(weights, axis=-1)[:, -2] < 0.01).all()
@@ -153,13 +154,13 @@ def test_large_norms_saturation_comes_from_the_norms():
     session = loaded("large-norms")
     session.set_block("query", 0, 0, session.head_matrix("query") / 10)
     session.set_block("key", 0, 0, session.head_matrix("key") / 10)
-    assert (session.result().weights.max(axis=-1) < 0.99).any()
+    assert (Results(session).compute_now().weights.max(axis=-1) < 0.99).any()
 
 
 def test_causal_preset_hides_later_keys():
     session = loaded("causal")
     assert session.options.causal
-    weights = session.result().weights  # (1, 2, 6, 6)
+    weights = Results(session).compute_now().weights  # (1, 2, 6, 6)
     above = np.triu(np.ones((6, 6), dtype=bool), k=1)
     assert (weights[..., above] == 0).all()
     assert (weights[..., ~above] > 0).all()
@@ -169,6 +170,6 @@ def test_causal_preset_hides_later_keys():
 def test_causal_preset_without_the_mask_sees_later_keys():
     session = loaded("causal")
     session.set_option("causal", False)
-    weights = session.result().weights
+    weights = Results(session).compute_now().weights
     above = np.triu(np.ones((6, 6), dtype=bool), k=1)
     assert (weights[..., above] > 0).all()

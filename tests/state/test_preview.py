@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attn_explorer.state.colormaps import finite_extremes, stage_range
 from attn_explorer.state.results.preview import MAX_PIXELS, block_all, block_size, make_preview
-from attn_explorer.state.views.colormaps import finite_extremes, stage_range
 
 
 def blocks_by_hand(values: np.ndarray, rows: int, cols: int):

@@ -24,6 +24,8 @@ from attn_explorer.state import (
     parse_number,
     preset,
 )
+from attn_explorer.state.document import Document
+from attn_explorer.state.results.results import Results
 
 WORKED_Q = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
 WORKED_S = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
@@ -51,6 +53,12 @@ class Recorder:
 
     def clear(self) -> None:
         self.calls.clear()
+
+
+@pytest.fixture
+def results(session: Session) -> Results:
+    """The session's results, built beside it as the app state builds them."""
+    return Results(session)
 
 
 @pytest.fixture
@@ -98,7 +106,7 @@ def state_of(session: Session) -> tuple:
 
 
 def s_row(session: Session, i: int) -> list[float]:
-    return session.result().scores[0, 0, i].tolist()
+    return Results(session).compute_now().scores[0, 0, i].tolist()
 
 
 # -- the default session ---------------------------------------------------------------
@@ -115,8 +123,8 @@ def test_default_session_is_the_worked_example(session):
     assert session.undo_text() == "" and session.redo_text() == ""
 
 
-def test_default_result_scores_equal_s_exactly(session):
-    result = session.result()
+def test_default_result_scores_equal_s_exactly(session, results):
+    result = results.compute_now()
     assert result.scores.shape == (1, 1, 3, 3)
     assert result.scores[0, 0].tolist() == WORKED_S  # exact, not approximately
     assert result.scaled[0, 0].tolist() == WORKED_S  # scale is off in the article
@@ -374,14 +382,14 @@ def test_insert_token_default_place_and_unused_name(session):
     assert session.tokens[0] == "t6"
 
 
-def test_remove_token_and_undo(session):
+def test_remove_token_and_undo(session, results):
     assert session.remove_token(0)
     assert session.tokens == ["t2", "t3"]
     assert session.head_matrix("key").tolist() == WORKED_Q[1:]
-    assert session.result().scores[0, 0].tolist() == [[1, 1], [1, 2]]
+    assert results.compute_now().scores[0, 0].tolist() == [[1, 1], [1, 2]]
     assert session.undo_text() == "remove token t1"
     session.undo()
-    assert session.result().scores[0, 0].tolist() == WORKED_S
+    assert results.compute_now().scores[0, 0].tolist() == WORKED_S
 
 
 def test_remove_last_token_is_refused(session, events):
@@ -598,7 +606,7 @@ def test_undoing_a_resize_keeps_options_chosen_since(session):
 # -- load ----------------------------------------------------------------------------------
 
 
-def test_load_a_preset_and_undo(session, events):
+def test_load_a_preset_and_undo(session, results, events):
     before = session.options
     p = preset("causal")
     assert session.load(p.snapshot, p.options, text="load causal")
@@ -610,7 +618,7 @@ def test_load_a_preset_and_undo(session, events):
     assert ("options", "all") in events.calls
     session.undo()
     assert session.options == before
-    assert session.result().scores[0, 0].tolist() == WORKED_S
+    assert results.compute_now().scores[0, 0].tolist() == WORKED_S
     session.redo()
     assert session.options.causal
 
@@ -733,44 +741,44 @@ def test_setting_an_option_to_its_value_is_silent(session, events):
     ("name", "value"),
     [("strategy", "loop"), ("scale", True), ("causal", True), ("dtype", "float32")],
 )
-def test_result_cache_invalidated_by_options_that_change_results(session, name, value):
-    first = session.result()
-    assert session.result() is first  # cached
+def test_result_cache_invalidated_by_options_that_change_results(session, results, name, value):
+    first = results.compute_now()
+    assert results.compute_now() is first  # cached
     revision = session.revision
     session.set_option(name, value)
     assert session.revision == revision + 1
-    assert session.result() is not first
+    assert results.compute_now() is not first
 
 
-def test_result_cache_survives_view_only_options(session):
-    first = session.result()
+def test_result_cache_survives_view_only_options(session, results):
+    first = results.compute_now()
     session.set_option("stage", "output")
     session.set_option("score_colormap", "greys")
-    assert session.result() is first
+    assert results.compute_now() is first
 
 
-def test_result_follows_scale_causal_and_dtype(session):
+def test_result_follows_scale_causal_and_dtype(session, results):
     session.set_option("scale", True)
-    np.testing.assert_allclose(session.result().scaled[0, 0], np.array(WORKED_S) / np.sqrt(2))
+    np.testing.assert_allclose(results.compute_now().scaled[0, 0], np.array(WORKED_S) / np.sqrt(2))
     session.set_option("causal", True)
-    weights = session.result().weights[0, 0]
+    weights = results.compute_now().weights[0, 0]
     assert weights[0].tolist() == [1.0, 0.0, 0.0]
     assert (weights[np.triu_indices(3, 1)] == 0).all()
     session.set_option("dtype", "float32")
-    assert session.result().weights.dtype == np.float32
+    assert results.compute_now().weights.dtype == np.float32
 
 
-def test_result_cache_invalidated_by_edits_and_undo(session):
-    first = session.result()
+def test_result_cache_invalidated_by_edits_and_undo(session, results):
+    first = results.compute_now()
     session.set_cell("key", 2, 1, 3.0)
-    second = session.result()
+    second = results.compute_now()
     assert second is not first
     assert second.scores[0, 0, 2, 2] == 4.0  # q3·k3 = 1·1 + 1·3
     session.undo()
-    assert session.result().scores[0, 0, 2, 2] == 2.0
+    assert results.compute_now().scores[0, 0, 2, 2] == 2.0
     session.rename_token(0, "x")
-    third = session.result()
-    assert session.result() is third
+    third = results.compute_now()
+    assert results.compute_now() is third
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -783,98 +791,97 @@ def test_every_strategy_gives_the_same_result_through_the_session(strategy):
     )
     if session.options.strategy != strategy:
         assert session.set_option("strategy", strategy)
-    result = session.result()
+    result = Results(session).compute_now()
     assert result.strategy == strategy
     np.testing.assert_allclose(result.scores, reference.scores, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(result.weights, reference.weights, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(result.output, reference.output, rtol=1e-12, atol=1e-12)
 
 
-def test_strategy_loop_matches_exactly_on_the_worked_example(session):
-    results = {}
+def test_strategy_loop_matches_exactly_on_the_worked_example(session, results):
+    by_strategy = {}
     for strategy in STRATEGIES:
         session.set_option("strategy", strategy)
-        results[strategy] = session.result()
-        assert results[strategy].strategy == strategy
+        by_strategy[strategy] = results.compute_now()
+        assert by_strategy[strategy].strategy == strategy
     for strategy in STRATEGIES:
-        assert results[strategy].scores[0, 0].tolist() == WORKED_S
+        assert by_strategy[strategy].scores[0, 0].tolist() == WORKED_S
 
 
-def test_accept_result_drops_stale_revisions(session):
-    request = session.results.request()
+def test_accept_result_drops_stale_revisions(session, results):
+    request = results.request()
     computed = request.run()
     session.set_cell("query", 0, 0, 2.0)  # the user typed while the worker ran
-    assert not session.results.accept(computed)
-    assert session.result() is not computed.result
+    assert not results.accept(computed)
+    assert results.compute_now() is not computed.result
     assert s_row(session, 0) == [2.0, 0.0, 2.0]
-    fresh = session.results.request().run()
-    assert session.results.accept(fresh)
-    assert session.result() is fresh.result
+    fresh = results.request().run()
+    assert results.accept(fresh)
+    assert results.compute_now() is fresh.result
 
 
-def test_results_emit_changed_once_per_accepted_result(session):
+def test_results_emit_changed_once_per_accepted_result(session, results):
     seen = []
-    session.results.changed.connect(lambda: seen.append(session.results.result))
-    session.result()
-    assert len(seen) == 1 and seen[0] is session.result()
-    session.result()  # cached: nothing new to tell
+    results.changed.connect(lambda: seen.append(results.result))
+    results.compute_now()
+    assert len(seen) == 1 and seen[0] is results.compute_now()
+    results.compute_now()  # cached: nothing new to tell
     assert len(seen) == 1
     session.set_cell("query", 0, 0, 2.0)
-    assert not session.results.up_to_date
-    assert session.results.result is seen[0]  # the last result stays until the new one
-    session.result()
+    assert not results.up_to_date
+    assert results.result is seen[0]  # the last result stays until the new one
+    results.compute_now()
     assert len(seen) == 2
 
 
-def test_results_agreement_and_provenance(session):
-    request = session.results.request()
-    session.results.begin(request)
-    session.results.accept(request.run())
-    assert session.results.agreement_pending
-    assert "Checking that the other strategies agree" in session.results.provenance()
-    assert session.results.accept_agreement(request.revision, request.agreement())
-    assert set(session.results.diffs) == {"loop", "matmul"}
-    assert max(session.results.diffs.values()) == 0.0
-    assert "they agree" in session.results.provenance()
-    assert "computed with <b>batched</b>" in session.results.provenance()
+def test_results_agreement_and_provenance(session, results):
+    request = results.request()
+    results.begin(request)
+    results.accept(request.run())
+    assert results.agreement_pending
+    assert "Checking that the other strategies agree" in results.provenance()
+    assert results.accept_agreement(request.revision, request.agreement())
+    assert set(results.diffs) == {"loop", "matmul"}
+    assert max(results.diffs.values()) == 0.0
+    assert "they agree" in results.provenance()
+    assert "computed with <b>batched</b>" in results.provenance()
 
 
-def test_results_use_the_loop_only_within_its_budget(session, monkeypatch):
+def test_results_use_the_loop_only_within_its_budget(session, results, monkeypatch):
     from attn_explorer.compute import LoopBudget
-    from attn_explorer.state.results.results import Results
 
     session.set_option("strategy", "loop")
-    assert session.results.request().used == "loop"
-    session.results = Results(session, LoopBudget(result=0.0))
-    request = session.results.request()
+    assert results.request().used == "loop"
+    results = Results(session, LoopBudget(result=0.0))
+    request = results.request()
     assert request.used == "batched" and request.strategy == "loop"
-    session.result()
-    assert session.results.used == "batched"
-    assert "so the result shown was computed with <b>batched</b>" in (session.results.provenance())
+    results.compute_now()
+    assert results.used == "batched"
+    assert "so the result shown was computed with <b>batched</b>" in (results.provenance())
 
 
 # -- compute inputs and read-only views ----------------------------------------------------
 
 
-def test_compute_requests_are_copies(session):
-    request = session.results.request()
+def test_compute_requests_are_copies(session, results):
+    request = results.request()
     assert request.strategy == "batched"
     assert request.scale is False and request.causal is False
     assert request.revision == 0
     for name in MATRICES:
         getattr(request, name)[...] = 99.0
     assert session.head_matrix("query").tolist() == WORKED_Q
-    assert session.result().scores[0, 0].tolist() == WORKED_S
+    assert results.compute_now().scores[0, 0].tolist() == WORKED_S
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_compute_requests_respect_dtype(session, dtype):
+def test_compute_requests_respect_dtype(session, results, dtype):
     session.set_option("dtype", dtype)
-    request = session.results.request()
+    request = results.request()
     for name in MATRICES:
         assert getattr(request, name).dtype == np.dtype(dtype)
     assert session.matrix("query").dtype == np.float64  # storage stays full precision
-    assert session.result().scores.dtype == np.dtype(dtype)
+    assert results.compute_now().scores.dtype == np.dtype(dtype)
 
 
 @pytest.mark.parametrize("name", MATRICES)
@@ -933,14 +940,14 @@ def test_load_same_shape_emits_values_not_shape(session, events):
 
 def test_dirty_toggles_and_mark_saved(session, events):
     session.set_cell("query", 0, 0, 2.0)
-    session.path = "/tmp/x.json"  # as Document.save_to sets it
+    document = Document(session, path="/tmp/x.json")  # the file, as Document.save_to sets it
     session.mark_saved()
-    assert session.path == "/tmp/x.json"
+    assert document.path == "/tmp/x.json"
     assert not session.dirty
     assert events.of("dirty") == [(True,), (False,)]
     session.mark_saved()
     assert events.of("dirty") == [(True,), (False,)]  # no repeat
-    assert session.path == "/tmp/x.json"
+    assert document.path == "/tmp/x.json"
     session.undo()
     assert session.dirty
 

@@ -6,7 +6,8 @@ import pytest
 from attn_explorer.compute import LoopTrace
 from attn_explorer.state import Session, preset
 from attn_explorer.state.presets import random_preset
-from attn_explorer.state.views.stepper import Frame, Stepper, prediction_is_right
+from attn_explorer.state.views.frame import Frame, prediction_is_right
+from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.state.views.stepper_text import code_lines, frame_locals, summary_text
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from attn_explorer.state.storage.session_file import list_examples
+from attn_explorer.state.storage.examples import list_examples
 from attn_explorer.ui.window.dialogs import export_heatmap
 from attn_explorer.ui.window.file_commands import autosave_path, recent_files
 from attn_explorer.ui.window.main_window import MainWindow
@@ -75,11 +75,11 @@ def test_every_example_opens(window):
 
 
 def test_export_png_and_bad_extension(window, tmp_path):
-    paths = export_heatmap(window.session, str(tmp_path / "s.png"), width=800)
+    paths = export_heatmap(window.state, str(tmp_path / "s.png"), width=800)
     assert len(paths) == 1
     image = QImage(str(paths[0]))
     assert image.width() == 800
-    assert export_heatmap(window.session, str(tmp_path / "s.docx")) == []
+    assert export_heatmap(window.state, str(tmp_path / "s.docx")) == []
     assert "unknown file type" in window.statusBar().currentMessage()
     assert window.session.head_matrix("query").tolist() == [[1, 0], [0, 1], [1, 1]]
 
@@ -132,7 +132,7 @@ def test_starting_on_a_file_keeps_unsaved_work_from_a_crash(qtbot, window, tmp_p
     fresh.files.ask_before_discard = False
     qtbot.addWidget(fresh)
     assert fresh.files.start(other) == "opened"  # what run_app does with a file
-    assert fresh.session.path == str(other)
+    assert fresh.state.document.path == str(other)
     assert not autosave_path().exists()
     [kept] = autosave_path().parent.glob("recovered-unsaved-*.json")
     assert load_session(kept).snapshot.query[0, 0, 1, 1] == 7.5

@@ -97,7 +97,7 @@ OPEN_CHILD = textwrap.dedent(
         deadline = time.monotonic() + 20
         while not window.recompute.wait_idle() and time.monotonic() < deadline:
             app.processEvents()
-        opened = window.session.path == path
+        opened = window.state.document.path == path
         kept = all(
             (before.query == window.session.matrix("query")).all() for _ in [0]
         ) if before.query.shape == window.session.matrix("query").shape else False

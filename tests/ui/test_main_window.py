@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
 from attn_explorer.compute import STRATEGIES
-from attn_explorer.state.views.colormaps import lut
+from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.window.main_window import MainWindow
 

@@ -254,7 +254,7 @@ def test_token_labels_are_thinned_never_overlapping(qtbot, view, twelve_dir):
 
 
 def test_colours_come_from_colormaps(qtbot, view, tiny_dir):
-    from attn_explorer.state.views.colormaps import lut
+    from attn_explorer.state.colormaps import lut
 
     view.set_model_folder(tiny_dir)
     view.set_sentence("the cat sat")

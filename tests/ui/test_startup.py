@@ -17,7 +17,7 @@ import numpy as np
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QImage
 
-from attn_explorer.state.views.colormaps import stage_range, to_rgb
+from attn_explorer.state.colormaps import stage_range, to_rgb
 from attn_explorer.ui.explorer.heatmap_preview import HeatmapPreview, preview_figure
 from attn_explorer.ui.window.main_window import MainWindow
 

@@ -119,7 +119,6 @@ class GGUFTokenizer:
         self.id_to_token = tokens
         self.control_ids = frozenset(i for i, kind in enumerate(kinds) if kind == CONTROL)
         self.bos_id, self.eos_id, self.add_bos = bos_id, eos_id, add_bos
-        self._readable = {b: chr(b) for b in range(256)}
         self._byte_of = {c: b for b, c in alphabet.items()}
 
     @classmethod

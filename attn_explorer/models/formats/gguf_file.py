@@ -294,9 +294,6 @@ class GGUFFile:
     def type_name(self, name: str) -> str:
         return self.tensors[name].tensor_type.name
 
-    def stored_bytes(self, name: str) -> int:
-        return int(self.tensors[name].n_bytes)
-
     def dequantize(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
         """Tensor ``name`` (or its ``rows`` along the outermost axis) as float32, (out, in)."""
         from gguf.quants import dequantize

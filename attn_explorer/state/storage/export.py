@@ -2,7 +2,10 @@
 
 :func:`plan_export` checks the user's choices (stage, heads, format, width, a
 file or a folder) and names the files; :func:`write_export` writes one, asking a
-painter for PNG / SVG bytes (:func:`attn_explorer.render.figure.image_bytes`). The
+painter for PNG / SVG bytes (:func:`attn_explorer.render.figure.export_heatmaps` paints
+a :func:`attn_explorer.state.views.figure.build_figure`). An export reads an
+:class:`Exported`: the session, its results and the document's name (an
+:class:`~attn_explorer.state.app_state.AppState` is one). The
 window and ``attn-explorer export`` both go through
 :func:`attn_explorer.render.figure.export_heatmaps`, which joins the two. Every file
 is written atomically (:mod:`attn_explorer.state.storage.safe_files`); CSV and NPZ are
@@ -19,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 import numpy as np
 
@@ -34,18 +37,45 @@ from attn_explorer.state.storage.safe_files import (
 from attn_explorer.state.types import MATRICES
 
 if TYPE_CHECKING:
-    from attn_explorer.state.views.figure import Figure
+    from attn_explorer.state.results.results import Results
+
+
+class Named(Protocol):
+    """Something with a name: the document, which owns the name of what is exported."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class Exported(Protocol):
+    """What an export reads: the numbers and options, their results, and the document's name.
+
+    :class:`~attn_explorer.state.app_state.AppState` is one (the window's, the command
+    line's). A protocol, so that storage needs neither the app state nor the document.
+    """
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def results(self) -> Results: ...
+
+    @property
+    def document(self) -> Named: ...
 
 
 class ExportError(Exception):
     """An export cannot be written; the message says why and what to do. Nothing changed."""
 
 
-def stage_array(session: Session, stage: str) -> np.ndarray:
-    """(B, H, T, T) of a score stage, or (B, H, T, d_v) for ``output``; ExportError if absent."""
+def stage_array(exported: Exported, stage: str) -> np.ndarray:
+    """(B, H, T, T) of a score stage, or (B, H, T, d_v) for ``output``; ExportError if absent.
+
+    Computed by the results if they are not up to date (the command line's export).
+    """
     if stage not in STAGES:
         raise ExportError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
-    array = session.result().stage(stage)
+    array = exported.results.compute_now().stage(stage)
     if array is None:
         raise ExportError(f"stage {stage!r} needs value vectors V; add values first")
     return array
@@ -125,19 +155,22 @@ def _write_text(rows: Iterator[list[str]]) -> Callable[[BinaryIO], None]:
     return write
 
 
-def write_csv(path: Path, session: Session, stage: str, head: int) -> Path:
+def write_csv(path: Path, exported: Exported, stage: str, head: int) -> Path:
     """One head's ``stage`` matrix (of the selected batch) as CSV at ``path``, row by row."""
-    matrix = stage_array(session, stage)[session.options.batch_index, head]
+    session = exported.session
+    matrix = stage_array(exported, stage)[session.options.batch_index, head]
     rows = csv_rows(session.tokens, column_labels(session, stage), matrix)
     return write_atomic_with(path, _write_text(rows))
 
 
-def npz_arrays(session: Session) -> dict[str, np.ndarray]:
-    """Everything an NPZ export holds: Q, K, V (float64), every stage, tokens, options (JSON).
+def npz_arrays(exported: Exported) -> dict[str, np.ndarray]:
+    """Everything an NPZ export holds: Q, K, V (float64), every stage, tokens, options (JSON)
+    and the document's name.
 
     The arrays are the session's and the result's own (read-only views), not copies.
     """
-    result = session.result()
+    session = exported.session
+    result = exported.results.compute_now()
     arrays: dict[str, np.ndarray] = {m: session.matrix(m) for m in MATRICES}
     for stage in STAGES:
         value = result.stage(stage)
@@ -145,16 +178,16 @@ def npz_arrays(session: Session) -> dict[str, np.ndarray]:
             arrays[stage] = value  # (B, H, T, T) or output (B, H, T, d_v)
     arrays["tokens"] = np.array([clean_text(t) for t in session.tokens], dtype=str)
     arrays["options"] = np.array(json.dumps(asdict(session.options)))
-    arrays["name"] = np.array(clean_text(session.name))
+    arrays["name"] = np.array(clean_text(exported.document.name))
     return arrays
 
 
-def write_npz(path: Path, session: Session) -> Path:
+def write_npz(path: Path, exported: Exported) -> Path:
     """All heads and stages as a compressed ``.npz`` (read with ``np.load(path)``).
 
     The archive is streamed into the temporary file: no second copy in memory.
     """
-    arrays = npz_arrays(session)
+    arrays = npz_arrays(exported)
     # numpy's stubs type **arrays as the allow_pickle keyword; these are all arrays.
     return write_atomic_with(path, lambda stream: np.savez_compressed(stream, **arrays))  # type: ignore[arg-type]
 
@@ -233,13 +266,14 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name[:MAX_NAME_IN_FILE]).strip("-.") or "session"
 
 
-def default_filename(session: Session, stage: str, head_index: int | str, fmt: str) -> str:
+def default_filename(exported: Exported, stage: str, head_index: int | str, fmt: str) -> str:
     """What a file holds, in its name: ``worked-scores-head2.png``, ``worked-scores-all-heads.svg``.
 
-    ``head_index`` is a head's index (0 is ``head1``, the first head) or ``"montage"``;
-    NPZ files hold every stage and head.
+    The document's name comes first. ``head_index`` is a head's index (0 is ``head1``,
+    the first head) or ``"montage"``; NPZ files hold every stage and head.
     """
-    name = safe_name(session.name)
+    session = exported.session
+    name = safe_name(exported.document.name)
     if session.shape[0] > 1:
         name += f"-batch{session.options.batch_index + 1}"
     if fmt == "npz":
@@ -295,7 +329,7 @@ class ExportJob:
 
 
 def plan_export(
-    session: Session,
+    exported: Exported,
     target: str | os.PathLike[str],
     *,
     stage: str | None = None,
@@ -313,6 +347,7 @@ def plan_export(
     holds every head and stage). Raises :class:`ExportError` saying what to do.
     """
     target = Path(target)
+    session = exported.session
     stage = session.options.stage if stage is None else stage
     if stage not in STAGES:
         raise ExportError(f"stage: unknown {stage!r}; choose one of {', '.join(STAGES)}")
@@ -320,7 +355,7 @@ def plan_export(
     if isinstance(width, bool) or not isinstance(width, int) or not MIN_WIDTH <= width <= MAX_WIDTH:
         raise ExportError(f"width: {width!r} pixels is not allowed; use {MIN_WIDTH}..{MAX_WIDTH}")
     chosen = head_indices(session, heads)
-    stage_array(session, stage)  # raises ExportError when the stage is not available
+    stage_array(exported, stage)  # raises ExportError when the stage is not available
     montage = fmt == "npz" or (heads == "montage" and fmt in IMAGE_FORMATS)
     # one tuple of head indices per file: every chosen head in one figure, or one each
     groups = [tuple(chosen)] if montage else [(head,) for head in chosen]
@@ -330,7 +365,7 @@ def plan_export(
         except OSError as exc:
             raise ExportError(f"could not create {target}: {os_error_reason(exc)}") from None
         paths = [
-            target / default_filename(session, stage, "montage" if montage else g[0], fmt)
+            target / default_filename(exported, stage, "montage" if montage else g[0], fmt)
             for g in groups
         ]
     elif len(groups) == 1:
@@ -340,19 +375,15 @@ def plan_export(
     return [ExportJob(path, fmt, stage, g) for path, g in zip(paths, groups, strict=True)]
 
 
-def write_export(
-    session: Session, job: ExportJob, width: int, draw: Callable[[Figure, str, int], bytes]
-) -> Path:
-    """Write one planned file; ``draw(figure, fmt, width)`` paints PNG / SVG bytes."""
-    from attn_explorer.state.views.figure import build_figure
-
+def write_export(exported: Exported, job: ExportJob, draw: Callable[[ExportJob], bytes]) -> Path:
+    """Write one planned file; ``draw(job)`` paints its PNG / SVG bytes (the figure of its
+    heads: storage knows files, not figures)."""
     if job.fmt == "npz":
-        return write_npz(job.path, session)
+        return write_npz(job.path, exported)
     if job.fmt == "csv":
-        return write_csv(job.path, session, job.stage, job.heads[0])
-    figure = build_figure(session, job.stage, job.heads)
+        return write_csv(job.path, exported, job.stage, job.heads[0])
     try:
-        data = draw(figure, job.fmt, width)
+        data = draw(job)
     except MemoryError:
         raise ExportError(
             f"{job.path.name}: the image would be too large; choose a smaller width or fewer heads"

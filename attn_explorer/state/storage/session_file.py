@@ -22,7 +22,6 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import numpy as np
 
 from attn_explorer.compute import MAX_ABS_VALUE
 from attn_explorer.compute.validation import first_bad_value
-from attn_explorer.state.presets import PRESET_TEXT, preset
+from attn_explorer.state.colormaps import COLORMAPS
 from attn_explorer.state.session import Session
 from attn_explorer.state.storage.export import (
     ExportError,
@@ -54,8 +53,14 @@ from attn_explorer.state.storage.safe_files import (
     write_atomic,
     write_atomic_with,
 )
-from attn_explorer.state.types import MATRICES, Options, Snapshot, cell_label, out_of_range
-from attn_explorer.state.views.colormaps import COLORMAPS
+from attn_explorer.state.types import (
+    MATRICES,
+    UNTITLED,
+    Options,
+    Snapshot,
+    cell_label,
+    out_of_range,
+)
 
 __all__ = [  # the file and export helpers are re-exported: callers import them from here
     "MAX_NAME_CHARS",
@@ -86,14 +91,6 @@ __all__ = [  # the file and export helpers are re-exported: callers import them 
 
 FORMAT_NAME = "attn-explorer-session"
 FORMAT_VERSION = 1
-
-#: Shipped example sessions: file name → preset it is generated from (and its title).
-EXAMPLE_FILES = {
-    "worked.json": "worked",
-    "exercise.json": "exercise",
-    "random-4-heads.json": "random",
-    "causal.json": "causal",
-}
 
 #: Largest session file read or written. A file is parsed into Python objects (about 32
 #: bytes per number) before it is validated, so 32 MB of JSON costs at most ~300 MB to
@@ -157,9 +154,10 @@ def snapshot_to_dict(snapshot: Snapshot, options: Options, name: str) -> dict[st
     }
 
 
-def session_to_dict(session: Session) -> dict[str, Any]:
-    """The JSON-ready dictionary of ``session``'s numbers, names and options."""
-    return snapshot_to_dict(session.snapshot(), session.options, session.name)
+def session_to_dict(session: Session, name: str = UNTITLED) -> dict[str, Any]:
+    """The JSON-ready dictionary of ``session``'s numbers, token names and options, called
+    ``name`` (the document's name: :class:`~attn_explorer.state.document.Document` owns it)."""
+    return snapshot_to_dict(session.snapshot(), session.options, name)
 
 
 def session_json(data: dict[str, Any]) -> str:
@@ -172,8 +170,9 @@ def session_json(data: dict[str, Any]) -> str:
     return text + "\n"
 
 
-def save_session(session: Session, path: str | os.PathLike[str]) -> Path:
-    """Write ``session`` to ``path`` atomically; ``SessionFileError`` if it cannot be written.
+def save_session(session: Session, path: str | os.PathLike[str], name: str = UNTITLED) -> Path:
+    """Write ``session``, called ``name``, to ``path`` atomically; ``SessionFileError`` if it
+    cannot be written.
 
     Nothing is written that :func:`load_session` would refuse: a token over
     :data:`MAX_TOKEN_CHARS` or a file over :data:`MAX_SESSION_BYTES` is an error
@@ -188,11 +187,11 @@ def save_session(session: Session, path: str | os.PathLike[str]) -> Path:
             f"{megabytes(MAX_SESSION_BYTES)}; use fewer heads, tokens or dimensions, "
             "or export NPZ"
         )
-    for name in MATRICES:
-        array = session.matrix(name)
+    for matrix in MATRICES:
+        array = session.matrix(matrix)
         bad = first_bad_value(array)  # min and max: no temporary array when all is well
         if bad is not None:
-            where = cell_label(name, bad, session.tokens, b)
+            where = cell_label(matrix, bad, session.tokens, b)
             raise SessionFileError(
                 f"could not save {path}: {where}: {out_of_range(float(array[bad]))}"
             )
@@ -202,7 +201,7 @@ def save_session(session: Session, path: str | os.PathLike[str]) -> Path:
                 f"could not save {path}: token {index + 1} is {len(token):,} characters long, "
                 f"over the limit of {MAX_TOKEN_CHARS}; rename it"
             )
-    data = session_json(session_to_dict(session)).encode("utf-8")
+    data = session_json(session_to_dict(session, name)).encode("utf-8")
     if len(data) > MAX_SESSION_BYTES:
         raise SessionFileError(
             f"could not save {path}: the file would be {megabytes(len(data))}, over the "
@@ -252,13 +251,15 @@ def _field(obj: dict[str, Any], name: str, path: str) -> Any:
     return obj[name]
 
 
-def _object(value: Any, path: str, allowed: Sequence[str]) -> dict[str, Any]:
+def _object(
+    value: Any, path: str, allowed: Sequence[str], retired: Sequence[str] = ()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail(path, f"expected an object {{...}}, got {_type_name(value)}")
     for key in getattr(value, "duplicates", ()):
         raise _fail(path, f'field "{key}" appears more than once; keep one')
     for key in value:
-        if key not in allowed:
+        if key not in allowed and key not in retired:
             raise _fail(path, f'unknown field "{key}"; expected one of {", ".join(allowed)}')
     return value
 
@@ -332,10 +333,15 @@ def _read_text(value: Any, path: str, limit: int, notes: list[str]) -> str:
     return cleaned
 
 
+#: Options that older versions wrote and nothing reads any more: accepted and ignored, so
+#: a file saved with them still opens (``show_value`` never changed what was shown).
+RETIRED_OPTIONS = ("show_value",)
+
+
 def _read_options(value: Any, batch: int, heads: int) -> Options:
     defaults = Options()
     names = [f.name for f in fields(Options)]
-    data = _object(value, "options", names)
+    data = _object(value, "options", names, RETIRED_OPTIONS)
     kwargs: dict[str, Any] = {}
     for name in names:
         if name not in data:
@@ -453,40 +459,3 @@ def load_session_text(text: str, source: str = "session") -> LoadedSession:
         return session_from_dict(data)
     except SessionFileError as exc:
         raise SessionFileError(f"{source}: {exc}") from None
-
-
-# -- examples --------------------------------------------------------------------------------
-def list_examples() -> list[tuple[str, Traversable]]:
-    """The shipped example sessions as (menu title, file), in menu order."""
-    from attn_explorer.state.storage.resources import resource
-
-    return [
-        (PRESET_TEXT[name][0], resource("examples", file)) for file, name in EXAMPLE_FILES.items()
-    ]
-
-
-def load_example(file: Traversable) -> LoadedSession:
-    """Load a shipped example (one of :func:`list_examples`'s files)."""
-    return load_session_text(file.read_text(encoding="utf-8"), file.name)
-
-
-def example_text(file_name: str) -> str:
-    """The session-file text an example is generated from (its preset)."""
-    chosen = preset(EXAMPLE_FILES[file_name])
-    return session_json(snapshot_to_dict(chosen.snapshot, chosen.options, chosen.name))
-
-
-def write_examples(folder: str | os.PathLike[str]) -> list[Path]:
-    """Regenerate the example session files in ``folder`` from the presets."""
-    return [
-        write_atomic(Path(folder) / file, example_text(file).encode("utf-8"))
-        for file in EXAMPLE_FILES
-    ]
-
-
-# python -m attn_explorer.state.storage.session_file → regenerate resources/examples
-if __name__ == "__main__":
-    from attn_explorer.state.storage.resources import resource
-
-    for written in write_examples(str(resource("examples"))):
-        print(written)

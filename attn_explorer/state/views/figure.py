@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attn_explorer.state.colormaps import head_ranges, heads_extremes
 from attn_explorer.state.labels import STAGE_NAMES
-from attn_explorer.state.session import Session
-from attn_explorer.state.storage.export import column_labels, stage_array
-from attn_explorer.state.views.colormaps import stage_range
+from attn_explorer.state.storage.export import Exported, column_labels, stage_array
 
 
 @dataclass(frozen=True)
@@ -56,20 +55,23 @@ class Figure:
         return any(not np.isfinite(p.values).all() for p in self.panels)
 
 
-def build_figure(session: Session, stage: str, heads: Sequence[int]) -> Figure:
-    """The figure of ``heads`` of the selected batch at ``stage``, ranged as on screen."""
+def build_figure(exported: Exported, stage: str, heads: Sequence[int]) -> Figure:
+    """The figure of ``heads`` of the selected batch at ``stage``, ranged as on screen,
+    titled with the document's name."""
+    session = exported.session
     options = session.options
     batch = options.batch_index
-    data = stage_array(session, stage)[batch]  # (H, T, T) or output (H, T, d_v)
+    data = stage_array(exported, stage)[batch]  # (H, T, T) or output (H, T, d_v)
     cmap = options.colormap_for(stage)
-    shared = stage_range(data, stage, cmap)  # over every head, like the window's shared scale
+    # Over every head, not just those exported: the window's ranges.
+    ranges = head_ranges(heads_extremes(data), stage, cmap, options.shared_scale)
     panels = []
     for head in heads:
         values = np.asarray(data[head], dtype=np.float64)
-        low, high = shared if options.shared_scale else stage_range(values, stage, cmap)
-        panels.append(Panel(f"head {head + 1}", values, low, high))
+        panels.append(Panel(f"head {head + 1}", values, *ranges[head]))
     b = session.shape[0]
-    title = f"{session.name} · {STAGE_NAMES[stage]}" + (f" · batch {batch + 1}" if b > 1 else "")
+    name = exported.document.name
+    title = f"{name} · {STAGE_NAMES[stage]}" + (f" · batch {batch + 1}" if b > 1 else "")
     return Figure(
         title=title,
         stage=stage,

@@ -1,10 +1,12 @@
 """Qt-free model of the loop stepper: which multiply-add is on screen, and what is filled.
 
-The contract the views follow: the stepper emits a :class:`Frame`; the tables,
+The contract the views follow: the stepper emits a :class:`~.frame.Frame`; the tables,
 score grid and heatmaps highlight from it and never read the trace themselves.
 
-:class:`Stepper` keeps one number, the *cursor*: the index of the last
-multiply-add done (``-1`` before the first). Strategy and granularity only decide
+:class:`Stepper` reads one number, the *cursor*: the index of the last
+multiply-add done (``-1`` before the first). Its one owner is the session's
+``options.step`` (so a saved session reopens at the same step); the stepper
+keeps no copy of it. Strategy and granularity only decide
 how far one step moves it — one multiply-add, one cell, one query row or one
 head for the loop; one head per matmul call; the whole run for the batched call —
 so switching them never loses the place, and every frame is rebuilt from the
@@ -17,107 +19,26 @@ in :mod:`.stepper_text` and the seekable trace in :mod:`attn_explorer.compute.tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 
-import numpy as np
-
-from attn_explorer.compute import LoopStep, LoopTrace
+from attn_explorer.compute import LoopTrace
 from attn_explorer.state.events import Event
-from attn_explorer.state.formatting import format_number
 from attn_explorer.state.session import Session
 from attn_explorer.state.types import parse_number
+from attn_explorer.state.views.frame import Frame, Prediction, prediction_is_right
 from attn_explorer.state.views.stepper_text import describe, summary_text
 
-#: Predict mode: an answer within this fraction of max(1, |value|) counts as right,
-#: so "0.33" is right for 1/3 and "2" is wrong for 2.5.
-PREDICT_TOLERANCE = 0.005
-
 PREDICT_GRANULARITIES = ("multiply-add", "cell")
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Predict mode's question about one score cell, and the user's answer once given.
-
-    ``status`` is ``"asking"`` until an answer arrives, then ``"right"``,
-    ``"wrong"`` or ``"skipped"`` (the user stepped on without answering).
-    """
-
-    cell: tuple[int, int, int, int]  # (batch, head, i, j)
-    value: float  # the true dot product q_i · k_j
-    working: str  # e.g. "0·2 + 1·0 = 0"
-    label: str  # e.g. "query t2 · key t4"
-    status: str = "asking"
-    answer: float | None = None
-
-    @property
-    def text(self) -> str:
-        """What the panel tells the user, e.g. ``Right: query t2 · key t4 = 0·2 + 1·0 = 0``."""
-        if self.status == "asking":
-            return f"Predict {self.label}: type the value you expect, then Check."
-        if self.status == "right":
-            return f"Right! {self.label} = {self.working}"
-        if self.status == "wrong":
-            return (
-                f"Not quite: you said {format_number(self.answer or 0.0)}, "
-                f"but {self.label} = {self.working}"
-            )
-        return f"Skipped: {self.label} = {self.working}"
-
-
-def prediction_is_right(answer: float, value: float) -> bool:
-    """True when ``answer`` is within :data:`PREDICT_TOLERANCE` of ``value`` (see there)."""
-    return abs(answer - value) <= PREDICT_TOLERANCE * max(1.0, abs(value))
-
-
-@dataclass(frozen=True, eq=False)
-class Frame:
-    """What the stepper shows at one moment.
-
-    ``filled`` is a boolean (B, H, T_q, T_k) mask of score cells already computed;
-    cells not filled are drawn empty (not zero). ``step`` is the current
-    multiply-add for the loop strategy (None for matmul/batched or before the
-    first step). ``cell`` is the (batch, head, i, j) being filled, if any.
-    ``granularity`` is the loop's unit, ``"head"`` for matmul and ``"all"`` for
-    batched. ``prediction`` is predict mode's open or answered question.
-    """
-
-    strategy: str
-    granularity: str
-    index: int  # position in the run, -1 = before the first step
-    count: int  # steps in the whole run at this granularity / strategy
-    filled: np.ndarray
-    step: LoopStep | None = None
-    cell: tuple[int, int, int, int] | None = None
-    head: int | None = None  # the head being worked on (matmul: the head just filled)
-    working: str = ""  # e.g. "1·1 + 0·0 = 1"
-    counter: str = ""  # e.g. "multiply-add 7 of 18 · cell (t2, t1) · head 1 of 1"
-    batch: int | None = None  # the batch entry of ``head``
-    cursor: int = -1  # last multiply-add done in loop order, -1 = none
-    prediction: Prediction | None = None
-
-    def __eq__(self, other: object) -> bool:
-        # The generated __eq__ would compare ``filled`` with ==, which is ambiguous for arrays.
-        if not isinstance(other, Frame):
-            return NotImplemented
-        return all(
-            np.array_equal(getattr(self, f.name), getattr(other, f.name))
-            if f.name == "filled"
-            else getattr(self, f.name) == getattr(other, f.name)
-            for f in fields(self)
-        )
-
-    # Frames compare arrays, so they are unhashable; typeshed wants __hash__ to be a method.
-    __hash__ = None  # type: ignore[assignment]
 
 
 class Stepper:
     """Steps the score computation of a :class:`Session` and describes each moment as a Frame.
 
     The stepper follows the session: ``options.strategy``, ``granularity`` and
-    ``predict`` choose how it steps, ``options.step`` mirrors its cursor (so a
-    saved session reopens at the same step), edits of Q or K rebuild the trace at
-    the same cursor and a change of shape puts it back at the start. After every
+    ``predict`` choose how it steps, ``options.step`` *is* its cursor (the stepper
+    writes it with :meth:`Session.set_step` as it moves and reads it back; the
+    session puts it back to -1 when an edit, an undo, a strategy or a dtype ends
+    the step-through), and edits of Q or K rebuild the trace. After every
     change ``changed`` is emitted with :meth:`frame` (None while stopped).
     With ``follow_head`` the session's selected batch/head follow the head being
     computed, so the tables and heatmaps show what is highlighted.
@@ -128,12 +49,10 @@ class Stepper:
         self.follow_head = follow_head
         self.changed = Event()
         self._trace = self._build_trace()
-        self._cursor = -1
-        self._active = False
+        #: Whether a step-through is on screen (``to_start`` shows one with nothing done).
+        self._active = session.options.step >= 0
         self._prediction: Prediction | None = None
-        self._writing_step = False
         self._frame_cache: Frame | None = None
-        self._sync_cursor_from_session()
         events = session.events
         events.values.connect(self._on_values_changed)
         events.shape.connect(self._on_shape_changed)
@@ -190,13 +109,21 @@ class Stepper:
 
     @property
     def cursor(self) -> int:
-        """Index of the last multiply-add done, in loop order; -1 before the first."""
-        return self._cursor
+        """Index of the last multiply-add done, in loop order; -1 before the first.
+
+        Read from ``options.step``, clamped to this run; matmul and batched show the
+        whole call containing it (a lesson may have put the step inside one).
+        """
+        cursor = max(-1, min(self.session.options.step, len(self._trace) - 1))
+        if cursor >= 0 and self.strategy != "loop":
+            cursor = self._next_end(cursor - 1)
+        return cursor
 
     @property
     def index(self) -> int:
         """The step on screen (0-based, the one containing the cursor); -1 before the first."""
-        return self._cursor // self.unit_size if self._cursor >= 0 else -1
+        cursor = self.cursor
+        return cursor // self.unit_size if cursor >= 0 else -1
 
     @property
     def active(self) -> bool:
@@ -205,11 +132,11 @@ class Stepper:
 
     @property
     def at_start(self) -> bool:
-        return self._cursor < 0
+        return self.cursor < 0
 
     @property
     def at_end(self) -> bool:
-        return self._cursor >= len(self._trace) - 1
+        return self.cursor >= len(self._trace) - 1
 
     @property
     def prediction(self) -> Prediction | None:
@@ -247,9 +174,10 @@ class Stepper:
         """
         if self.at_end:
             return False
-        if self.predicting and (self._cursor + 1) % self._trace.d == 0:
+        cursor = self.cursor
+        if self.predicting and (cursor + 1) % self._trace.d == 0:
             # the next multiply-add starts a new cell: ask about it before revealing it
-            cell = self._trace.step(self._cursor + 1)
+            cell = self._trace.step(cursor + 1)
             target = (cell.batch, cell.head, cell.i, cell.j)
             current = self._prediction
             if current is None or current.cell != target:
@@ -261,14 +189,14 @@ class Stepper:
                 self._prediction = replace(current, status="skipped")
         elif not self.predicting:
             self._prediction = None  # an answered question stays up while its cell fills
-        self._move(self._next_end(self._cursor), keep_prediction=True)
+        self._move(self._next_end(cursor), keep_prediction=True)
         return True
 
     def step_back(self) -> bool:
         """Undo one step (recomputed from the cursor, not replayed). False at the start."""
         if self.at_start:
             return False
-        self._move(self._prev_end(self._cursor))
+        self._move(self._prev_end(self.cursor))
         return True
 
     def seek(self, index: int) -> None:
@@ -304,9 +232,8 @@ class Stepper:
     def stop(self) -> None:
         """Leave stepping: back to the start, and views show the finished results (frame None)."""
         self._prediction = None
-        self._cursor = -1
         self._active = False
-        self._write_step()
+        self.session.set_step(-1)
         self._changed()
 
     def answer(self, text: str | float) -> Prediction | None:
@@ -321,15 +248,14 @@ class Stepper:
         value = parse_number(text) if isinstance(text, str) else float(text)
         right = prediction_is_right(value, current.value)
         self._prediction = replace(current, status="right" if right else "wrong", answer=value)
-        self._move(self._next_end(self._cursor), keep_prediction=True)
+        self._move(self._next_end(self.cursor), keep_prediction=True)
         return self._prediction
 
     def _move(self, cursor: int, *, keep_prediction: bool = False) -> None:
         if not keep_prediction:
             self._prediction = None
-        self._cursor = cursor
         self._active = True
-        self._write_step()
+        self.session.set_step(cursor)
         if self.follow_head and cursor >= 0 and self.strategy != "batched":
             batch, head = divmod(cursor // self._trace.unit_size("head"), self._trace.heads)
             self._select_head(batch, head)
@@ -342,38 +268,18 @@ class Stepper:
         if options.head != head:
             self.session.set_option("head", head)
 
-    def _write_step(self) -> None:
-        if self.session.options.step == self._cursor:
-            return
-        self._writing_step = True
-        try:
-            self.session.set_option("step", self._cursor)
-        finally:
-            self._writing_step = False
-
-    def _sync_cursor_from_session(self) -> None:
-        step = self.session.options.step
-        self._cursor = max(-1, min(step, len(self._trace) - 1))
-        if self._cursor >= 0 and self.strategy != "loop":
-            self._cursor = self._next_end(self._cursor - 1)
-        self._active = step >= 0
-
     # -- following the session ---------------------------------------------------------
     def _end(self) -> None:
         """End the step-through: the numbers being stepped through are no longer the session's.
 
         Called on an edit, a shape change, an undo, a strategy or dtype switch, so the
-        views always show the complete current result. The step option is reset
-        only if it still mirrors this cursor: a load that set its own step (a
+        views always show the complete current result. The session has already put
+        the step option back to -1 (it owns it); a load that set its own step (a
         session saved mid-step) is followed by an ``options("all")`` event that
-        puts the stepper there.
+        shows the stepper there.
         """
         self._prediction = None
-        mirrored = self.session.options.step == self._cursor
-        self._cursor = -1
         self._active = False
-        if mirrored:
-            self._write_step()
         self._changed()
 
     def _on_values_changed(self, matrix: str) -> None:
@@ -391,11 +297,13 @@ class Stepper:
         self._changed()
 
     def _on_step_changed(self) -> None:
-        """Someone else (a lesson, a loaded file) put the step option somewhere: go there."""
-        if not self._writing_step and self.session.options.step != self._cursor:
-            self._prediction = None
-            self._sync_cursor_from_session()
-            self._changed()
+        """Someone else put the step option somewhere with ``set_option``: show it there.
+
+        (The stepper's own moves write it with :meth:`Session.set_step`, which emits nothing.)
+        """
+        self._prediction = None
+        self._active = self.session.options.step >= 0
+        self._changed()
 
     def _on_option_changed(self, name: str) -> None:
         if name in ("strategy", "dtype"):
@@ -409,7 +317,7 @@ class Stepper:
         elif name == "all":
             self._trace = self._build_trace()
             self._prediction = None
-            self._sync_cursor_from_session()
+            self._active = self.session.options.step >= 0
             self._changed()
 
     # -- what is shown ---------------------------------------------------------------------
@@ -438,7 +346,7 @@ class Stepper:
         return self._frame_cache
 
     def _build_frame(self) -> Frame:
-        trace, cursor, index, count = self._trace, self._cursor, self.index, self.count
+        trace, cursor, index, count = self._trace, self.cursor, self.index, self.count
         counter, fields_ = describe(
             trace, self.strategy, self.granularity, cursor, index, count, self._token
         )

@@ -1,6 +1,6 @@
 """The words and code lines the stepper shows: counters, working, locals, summaries.
 
-Pure functions of the trace and a :class:`~attn_explorer.state.views.stepper.Frame`, so
+Pure functions of the trace and a :class:`~attn_explorer.state.views.frame.Frame`, so
 the panel stays thin and the texts are tested without Qt.
 """
 
@@ -14,7 +14,7 @@ from attn_explorer.compute import LoopTrace, TimingResult, call_counts, strategy
 from attn_explorer.state.formatting import format_number, format_seconds
 
 if TYPE_CHECKING:
-    from attn_explorer.state.views.stepper import Frame
+    from attn_explorer.state.views.frame import Frame
 
 
 def describe(

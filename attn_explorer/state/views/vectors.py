@@ -28,7 +28,8 @@ from attn_explorer.compute.geometry import (
 from attn_explorer.state.events import Event
 from attn_explorer.state.formatting import display_number
 from attn_explorer.state.session import Session
-from attn_explorer.state.views.stepper import Frame, Stepper
+from attn_explorer.state.views.frame import Frame
+from attn_explorer.state.views.stepper import Stepper
 
 #: How a head with d > 2 is shown: principal axes, or two dimensions the user chose.
 PROJECTIONS = ("pca", "dims")

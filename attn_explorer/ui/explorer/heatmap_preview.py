@@ -20,9 +20,9 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from attn_explorer.render.figure import layout_figure, paint_figure
 from attn_explorer.state import Session
+from attn_explorer.state.colormaps import head_ranges, heads_extremes
 from attn_explorer.state.results.results import Results
 from attn_explorer.state.storage.export import column_labels
-from attn_explorer.state.views.colormaps import stage_range
 from attn_explorer.state.views.figure import Figure, Panel
 
 #: Most cells (all heads together) painted here; bigger results show a note for a moment.
@@ -48,11 +48,11 @@ def preview_figure(session: Session, results: Results) -> Figure | None:
     if data.size > MAX_CELLS or len(rows) != t_q or len(columns) != t_k:
         return None
     cmap = options.colormap_for(stage)
-    shared = stage_range(data, stage, cmap)
-    panels = []
-    for head in range(heads):
-        low, high = shared if options.shared_scale else stage_range(data[head], stage, cmap)
-        panels.append(Panel(f"head {head + 1}", np.asarray(data[head], np.float64), low, high))
+    ranges = head_ranges(heads_extremes(data), stage, cmap, options.shared_scale)
+    panels = [
+        Panel(f"head {head + 1}", np.asarray(data[head], np.float64), *ranges[head])
+        for head in range(heads)
+    ]
     return Figure(
         title="",
         stage=stage,

@@ -1,15 +1,16 @@
 """Per-head heatmaps: one pyqtgraph ImageItem per head, a colour bar, hover read-out.
 
 Rows are queries (top to bottom), columns are keys (left to right). Colours come
-from :mod:`attn_explorer.state.views.colormaps` (diverging about 0 for scores, sequential
+from :mod:`attn_explorer.state.colormaps` (diverging about 0 for scores, sequential
 0..1 for weights). Thumbnails colour the result's :mod:`~attn_explorer.state.results.preview`
 (blocks of cells reduced to about the pixels on screen, made with the result), so
 16 heads of 2048×2048 redraw without freezing; the hover read-out says when a
 pixel is a block. The enlarged head shows every cell.
 
-One job: the explorer's live view of a stage, head by head. The plot items, their layout
-in the view (how many columns: :func:`attn_explorer.state.views.figure.best_columns`), the colour
-bar and the mouse belong together because each redraw touches all of them.
+One job: the explorer's live view of a stage, head by head. The plots' layout in the view
+(how many columns: :func:`attn_explorer.state.views.figure.best_columns`), their colours
+and the mouse belong together because each redraw touches all of them; the plot items
+themselves (a head's plot, its token axes, the colour bar) are in :mod:`.heatmap_items`.
 """
 
 from __future__ import annotations
@@ -25,18 +26,19 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QMenu, QToolTip, QVBoxLayout, QWidget
 
 from attn_explorer.state import Session
+from attn_explorer.state.colormaps import colour_index, colour_table, head_ranges
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.results.preview import Preview, block_all, make_preview
 from attn_explorer.state.results.results import Results
-from attn_explorer.state.views.colormaps import colour_index, colour_table, lut, stage_range
 from attn_explorer.state.views.figure import best_columns
-from attn_explorer.state.views.stepper import Frame, Stepper
+from attn_explorer.state.views.frame import Frame
+from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.ui.common.text import plain_tooltip
+from attn_explorer.ui.explorer.heatmap_items import BAR_PX, ColourBar, HeadPlot
 
 # Dark text on the white plot background: titles and axes must read well.
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, foreground=(40, 40, 40))
 
-MAX_TOKEN_TICKS = 24
 #: More heads than this are drawn as thumbnails without axes.
 COMPACT_HEADS = 4
 EMPTY_RGB = (250, 250, 250)
@@ -61,114 +63,11 @@ def _rgba_table(name: str) -> np.ndarray:
 RELAYOUT_MS = 120  # after a resize settles, choose the number of columns again
 MIN_HEAD_PX = 48  # one head's column: its title ("head 16", 8 pt) over a few cells
 TITLE_PX = 18  # a thumbnail's title row
-BAR_PX = 70  # a colour bar with its tick labels
 SHARED_BAR_PX = 85  # the shared bar, with its caption
 
 
 def _number(value: float) -> str:
     return "−∞ (hidden by the mask)" if value == -np.inf else f"{value:.6g}"
-
-
-class _TokenAxis(pg.AxisItem):
-    """Token names at integer positions (cell centres) when they fit, else numbers."""
-
-    def __init__(self, orientation: str) -> None:
-        self.tokens: list[str] = []  # before super(): the base class resizes while it builds
-        self._any_count = False
-        super().__init__(orientation)
-
-    def set_tokens(self, tokens: list[str]) -> None:
-        self.tokens = tokens
-        self._any_count = False
-        self._update_ticks()
-
-    def set_dimensions(self, count: int) -> None:
-        """Name the columns of V, d1 … d``count`` (the output stage), thinned as tokens are."""
-        self.tokens = [f"d{j + 1}" for j in range(count)]
-        self._any_count = True  # short labels: thinning alone keeps them apart
-        self._update_ticks()
-
-    def _update_ticks(self) -> None:
-        """Label every token if they fit, else every k-th, else fall back to numbers."""
-        tokens = self.tokens
-        if not tokens or (len(tokens) > MAX_TOKEN_TICKS and not self._any_count):
-            self.setTicks(None)
-            return
-        vertical = self.orientation in ("left", "right")
-        length = self.geometry().height() if vertical else self.geometry().width()
-        longest = max(len(t) for t in tokens)
-        needed = 14 if vertical else 7 * longest + 8  # pixels one label needs
-        every = max(1, math.ceil(needed * len(tokens) / max(length, 1.0)))
-        self.setTicks([[(i + 0.5, t) for i, t in enumerate(tokens) if i % every == 0]])
-
-    def resizeEvent(self, event: object = None) -> None:
-        super().resizeEvent(event)
-        if self.tokens:
-            self._update_ticks()
-
-
-class HeadPlot(pg.GraphicsLayout):
-    """One head: a title, a view box with the image, and token axes (none when compact).
-
-    Lighter than a pg.PlotItem, which builds a context menu and control panel per
-    plot: 16 heads now build in a few milliseconds instead of over 100.
-    """
-
-    def __init__(self, title: str, compact: bool, stage: str) -> None:
-        super().__init__()
-        self.layout.setContentsMargins(0, 0, 0, 0)
-        self.layout.setSpacing(0)
-        self.titleLabel = self.addLabel(title, row=0, col=1, size="8pt" if compact else "10pt")
-        self.vb = pg.ViewBox(enableMenu=False, invertY=True)
-        self.vb.setMouseEnabled(False, False)
-        self.vb.disableAutoRange()
-        self.addItem(self.vb, row=1, col=1)
-        self.left: _TokenAxis | None = None
-        self.bottom: _TokenAxis | None = None
-        if compact:
-            return  # thumbnails: no axes (they are the slow part to build)
-        self.left = _TokenAxis("left")
-        self.bottom = _TokenAxis("bottom")
-        for axis, row, col in ((self.left, 1, 0), (self.bottom, 2, 1)):
-            axis.linkToView(self.vb)
-            self.addItem(axis, row=row, col=col)
-        self.left.setLabel("query i")
-        self.bottom.setLabel("key j" if stage != "output" else "dimension of V")
-
-    def getViewBox(self) -> pg.ViewBox:
-        return self.vb
-
-    def getAxis(self, name: str) -> _TokenAxis | None:
-        """The token axis ``"left"`` or ``"bottom"``; None on a thumbnail."""
-        return {"left": self.left, "bottom": self.bottom}[name]
-
-
-class ColourBar(pg.PlotItem):
-    """A vertical gradient with an axis giving the colour scale's range."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.image = pg.ImageItem()
-        self.addItem(self.image)
-        self.hideAxis("bottom")
-        self.hideAxis("left")
-        self.showAxis("right")
-        self.setMouseEnabled(False, False)
-        self.hideButtons()
-        self.setMenuEnabled(False)
-        self.setMaximumWidth(BAR_PX)
-        self.setMinimumWidth(60)
-
-    def set_caption(self, text: str) -> None:
-        """A word along the bar, e.g. "shared by all heads"."""
-        self.getAxis("right").setLabel(text)
-
-    def set_range(self, name: str, low: float, high: float) -> None:
-        gradient = np.ascontiguousarray(lut(name)[:, None, :])  # (256, 1, 3): row 0 = low
-        self.image.setImage(gradient, autoLevels=False, levels=(0, 255))
-        self.image.setRect(0, low, 1, high - low)
-        self.setYRange(low, high, padding=0)
-        self.setXRange(0, 1, padding=0)
 
 
 class HeatmapGrid(QWidget):
@@ -486,15 +385,9 @@ class HeatmapGrid(QWidget):
         heads = self._heads_shown()
         preview = self._preview
         name = self.colormap()
-        # Each head's exact extremes, kept by the preview: the range an export gets.
-        if self.session.options.shared_scale:
-            shared = stage_range(None, self._stage, name, extremes=preview.extremes())
-            self.ranges = [shared] * heads_total
-        else:
-            self.ranges = [
-                stage_range(None, self._stage, name, extremes=preview.extremes([h]))
-                for h in range(heads_total)
-            ]
+        # Each head's exact extremes, kept by the preview: the ranges an export gets.
+        extremes = [preview.extremes([h]) for h in range(heads_total)]
+        self.ranges = head_ranges(extremes, self._stage, name, self.session.options.shared_scale)
         on_screen = self._on_screen() if self.enlarged is None else preview
         shown = on_screen.shown(diverging=name == "diverging")  # per head, ≤ pixels
         filled = self._filled(heads_total, t_q, t_k)

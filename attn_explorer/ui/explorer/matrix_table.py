@@ -36,7 +36,7 @@ from attn_explorer.compute import LIMITS, MAX_PASTE_CELLS
 from attn_explorer.state import Session, parse_number
 from attn_explorer.state.formatting import display_number, format_number
 from attn_explorer.state.types import MATRIX_LETTER
-from attn_explorer.state.views.stepper import Frame
+from attn_explorer.state.views.frame import Frame
 from attn_explorer.ui.common.text import plain_tooltip
 
 ROW_HIGHLIGHT = QColor(255, 236, 179)  # amber 100: the row the loop is reading

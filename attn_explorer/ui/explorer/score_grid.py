@@ -21,11 +21,12 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.state import Session
+from attn_explorer.state.colormaps import stage_range, to_rgb
 from attn_explorer.state.formatting import display_number, format_number
 from attn_explorer.state.labels import STAGE_NAMES, STAGE_NOTES
 from attn_explorer.state.results.results import Results
-from attn_explorer.state.views.colormaps import stage_range, to_rgb
-from attn_explorer.state.views.stepper import Frame, Stepper
+from attn_explorer.state.views.frame import Frame
+from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.ui.common.text import plain_tooltip
 
 MAX_GRID_TOKENS = 16

@@ -266,7 +266,7 @@ class LessonsPanel(QWidget):
         Discard / Cancel). Pokes at the lesson's own untitled numbers stay in Undo."""
         session = self.window_api.session
         runner = self.runner
-        if runner is None or session.path is None or not session.dirty:
+        if runner is None or self.window_api.state.document.path is None or not session.dirty:
             return True
         return not runner.user_changed() or self.window_api.confirm_discard()
 
@@ -283,7 +283,7 @@ class LessonsPanel(QWidget):
             how()
         except LessonError as exc:
             problem = f"This step could not be set up: {exc}"
-        if session.path is None and session.dirty:
+        if self.window_api.state.document.path is None and session.dirty:
             # Untitled numbers the lesson just set up: nothing of the user's is unsaved
             # (anything they poked at before is in Edit ▸ Undo).
             session.mark_saved()

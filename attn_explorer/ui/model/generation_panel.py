@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.models.generation import GenerationState, generate_tokens
 from attn_explorer.models.session import ModelSession, head_name
-from attn_explorer.state.views.colormaps import lut
+from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
 

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.models.session import Head
-from attn_explorer.state.views.colormaps import lut
+from attn_explorer.state.colormaps import lut
 
 #: Thumbnail side in pixels: cells grow to fill the grid's area within these bounds; when
 #: even the smallest do not fit, the grid scrolls.
@@ -47,7 +47,7 @@ SELECTION_PEN = pg.mkPen((0, 0, 0), width=3)
 
 
 def color_map(name: str) -> pg.ColorMap:
-    """The :mod:`attn_explorer.state.views.colormaps` table ``name`` as a pyqtgraph ColorMap."""
+    """The :mod:`attn_explorer.state.colormaps` table ``name`` as a pyqtgraph ColorMap."""
     table = lut(name)  # (256, 3) uint8
     return pg.ColorMap(np.linspace(0.0, 1.0, len(table)), table)
 

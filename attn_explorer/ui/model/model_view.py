@@ -51,7 +51,7 @@ from attn_explorer.models import ModelAttention, find_models
 from attn_explorer.models.discovery import SMOLLM2_INSTALL
 from attn_explorer.models.install import Installable, forget_import_caches
 from attn_explorer.models.session import Head, ModelSession, head_name
-from attn_explorer.state.views.colormaps import lut
+from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail

@@ -198,8 +198,9 @@ class TimingPanel(QWidget):
     # -- actions -------------------------------------------------------------------------
     def run_timing(self, run_loop: bool = False) -> None:
         """Measure the three strategies on the current inputs, in the worker."""
-        request = self.session.results.request()
-        q, k = request.query, request.key
+        dtype = np.dtype(self.session.options.dtype)  # as the results compute: copies to own
+        q = self.session.matrix("query").astype(dtype, copy=True)
+        k = self.session.matrix("key").astype(dtype, copy=True)
         budget = float("inf") if run_loop else LOOP_BUDGET.timing
 
         self._kind = "timing"

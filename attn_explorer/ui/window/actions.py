@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QMenu, QMenuBar, QWidget
 from attn_explorer.compute import STAGES, STRATEGIES
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.presets import PRESET_TEXT, PRESETS
-from attn_explorer.state.storage.session_file import list_examples
+from attn_explorer.state.storage.examples import list_examples
 
 if TYPE_CHECKING:
     from attn_explorer.lessons.window import WindowCommands

@@ -183,7 +183,7 @@ class Commands:
     def export_dialog(self, heads: str | None = None) -> None:
         from attn_explorer.ui.window.dialogs import export_dialog
 
-        export_dialog(self.host, self.session, heads)
+        export_dialog(self.host, self.state, heads)
 
     def random_preset_dialog(self) -> None:
         from attn_explorer.ui.window.dialogs import random_preset_dialog

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.compute import LIMITS
-from attn_explorer.state.session import Session
+from attn_explorer.state.app_state import AppState
 from attn_explorer.state.storage.export import DEFAULT_WIDTH, ExportError
 from attn_explorer.ui.common.export_form import accepted, image_options
 from attn_explorer.ui.common.settings import last_dir
@@ -60,7 +60,7 @@ def random_preset_dialog(parent: QWidget, files: FileCommands) -> bool:
 
 
 def export_heatmap(
-    session: Session,
+    state: AppState,
     target: str,
     heads: str = "current",
     width: int = DEFAULT_WIDTH,
@@ -69,8 +69,9 @@ def export_heatmap(
     """Export without dialogs; a failure is reported through the session and returns []."""
     from attn_explorer.render.figure import export_heatmaps
 
+    session = state.session
     try:
-        paths = export_heatmaps(session, target, heads=heads, width=width, fmt=fmt)
+        paths = export_heatmaps(state, target, heads=heads, width=width, fmt=fmt)
     except ExportError as exc:
         session.report(f"Export failed: {exc}")
         return []
@@ -78,16 +79,17 @@ def export_heatmap(
     return paths
 
 
-def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -> list[Path]:
+def export_dialog(parent: QWidget, state: AppState, heads: str | None = None) -> list[Path]:
     """Choose heads, format and width, then a file name; export and say what was written."""
     from attn_explorer.state.storage.export import default_filename
 
+    session = state.session
     options = image_options(parent, "Export heatmap", heads=heads)
     if options is None:
         return []
     ext, width_px, heads_value = options
     job = session.options.head if heads_value == "current" else "montage"
-    name = default_filename(session, session.options.stage, job, ext)
+    name = default_filename(state, session.options.stage, job, ext)
     path, _ = QFileDialog.getSaveFileName(
         parent, "Export heatmap", str(Path(last_dir()) / name), f"{ext.upper()} (*.{ext})"
     )
@@ -98,7 +100,7 @@ def export_dialog(parent: QWidget, session: Session, heads: str | None = None) -
     errors: list[str] = []
     session.events.message.connect(collect := lambda text, level: errors.append(text))
     try:
-        paths = export_heatmap(session, path, heads_value or "current", width_px, ext)
+        paths = export_heatmap(state, path, heads_value or "current", width_px, ext)
     finally:
         session.events.message.disconnect(collect)
     if not paths:

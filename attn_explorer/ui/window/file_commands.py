@@ -29,9 +29,9 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 from attn_explorer.state.app_state import AppState
 from attn_explorer.state.document import UNTITLED
 from attn_explorer.state.presets import PRESETS
+from attn_explorer.state.storage.examples import load_example
 from attn_explorer.state.storage.session_file import (
     SessionFileError,
-    load_example,
     load_session,
     session_json,
     snapshot_to_dict,
@@ -271,7 +271,7 @@ class FileCommands(QObject):
                     "info",
                 )
             return None
-        snapshot, options, name = session.snapshot(), session.options, session.name
+        snapshot, options, name = session.snapshot(), session.options, self.document.name
         path = autosave_path()
         settings().setValue("recovery/path", self.document.path or "")
 
@@ -354,16 +354,12 @@ class FileCommands(QObject):
             if not path.is_file():  # a folder, a FIFO, a device: never open it
                 raise SessionFileError("not a regular file")
             loaded = load_session(path)
-            if not self.session.load(loaded.snapshot, loaded.options, "recover unsaved changes"):
+            original = str(settings().value("recovery/path", "") or "")
+            if not self.document.recover(loaded, original or None):
                 raise SessionFileError("its numbers were refused")
         except Exception as exc:  # anything at all: set it aside and start clean
             self._set_aside(path, str(exc) or type(exc).__name__)
             return "set aside"
-        self.session.name = loaded.name
-        original = str(settings().value("recovery/path", "") or "")
-        self.session.path = original if original and Path(original).is_file() else None
-        self.session.clear_history()
-        self.session.events.document.emit()
         self.session.report(
             "Recovered unsaved changes from the last time the app did not close cleanly; "
             "save them with Ctrl+S or discard them with File ▸ New session.",

@@ -15,8 +15,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QSpinBox
 
 from attn_explorer.compute import attention
+from attn_explorer.state.colormaps import colour_index, lut, stage_range
 from attn_explorer.state.labels import STAGE_NAMES
-from attn_explorer.state.views.colormaps import colour_index, lut, stage_range
 from attn_explorer.ui.explorer.heatmaps import EMPTY_RGB
 
 pytestmark = pytest.mark.journey

@@ -317,8 +317,8 @@ def test_heads_are_numbered_from_one_in_the_window_and_the_exported_file(user, t
     from attn_explorer.state.storage.export import default_filename
     from attn_explorer.state.views.figure import build_figure
 
-    assert default_filename(user.window.session, "weights", 1, "png").endswith("-weights-head2.png")
-    assert [p.title for p in build_figure(user.window.session, "weights", [1]).panels] == ["head 2"]
+    assert default_filename(user.window.state, "weights", 1, "png").endswith("-weights-head2.png")
+    assert [p.title for p in build_figure(user.window.state, "weights", [1]).panels] == ["head 2"]
 
 
 # -- defect 8: read-outs, messages, title and new cells -------------------------------------------

@@ -154,7 +154,7 @@ class WindowMonkey(RuleBasedStateMachine):
             assert snapshot_key(self.session) == before
         else:
             self._changed(before, always=True)
-            assert not self.session.dirty and self.session.path is None
+            assert not self.session.dirty and self.window.state.document.path is None
 
     @rule(n=st.integers(0, len(STRATEGIES) - 1))
     def strategy_key(self, n) -> None:
@@ -193,14 +193,14 @@ class WindowMonkey(RuleBasedStateMachine):
         self._answer_discard_if_asked()
         self.user.click(view.take_button)
         self._changed(before, always=True)
-        assert self.session.path is None and not self.session.dirty
+        assert self.window.state.document.path is None and not self.session.dirty
 
     @rule()
     def save(self) -> None:
-        if self.session.path is None:
+        if self.window.state.document.path is None:
             self.user.pick_file(self.save_path)
         self.user.press(Qt.Key.Key_S, CTRL, widget=self.window)
-        path = Path(self.session.path)
+        path = Path(self.window.state.document.path)
         assert not self.session.dirty and path.exists()
         self.files[path] = path.read_bytes()
 
@@ -211,7 +211,7 @@ class WindowMonkey(RuleBasedStateMachine):
         self._answer_discard_if_asked()
         self.user.pick_file(path)
         self.user.press(Qt.Key.Key_O, CTRL, widget=self.window)
-        assert self.session.path == str(path) and not self.session.dirty
+        assert self.window.state.document.path == str(path) and not self.session.dirty
         self.history.clear()  # the file is the new starting point
         self.future.clear()
 
@@ -221,7 +221,7 @@ class WindowMonkey(RuleBasedStateMachine):
         self._answer_discard_if_asked()
         self.user.press(Qt.Key.Key_N, CTRL, widget=self.window)
         self._changed(before, always=True)
-        assert self.session.path is None and self.user.title() == "untitled"
+        assert self.window.state.document.path is None and self.user.title() == "untitled"
 
     # -- what must always hold ---------------------------------------------------------------------
     @invariant()

@@ -9,6 +9,7 @@ produce, would be magenta rather than an error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
@@ -115,6 +116,28 @@ def stage_range(
     if extremes is None:
         extremes = finite_extremes(np.asarray(values))
     return range_from_extremes(*extremes, diverging=colormap == "diverging")
+
+
+def head_ranges(
+    extremes: Sequence[tuple[float, float]], stage: str, colormap: str, shared: bool
+) -> list[tuple[float, float]]:
+    """The colour scale of every head, from each head's finite ``(low, high)`` extremes.
+
+    The one statement of the shared-scale rule, for the window's heatmaps, its first
+    picture and exports alike: with ``shared`` (``options.shared_scale``) every head
+    gets the range of all heads together, so colours compare across heads; otherwise
+    each head gets its own :func:`stage_range`.
+    """
+    if shared:
+        low = min((e[0] for e in extremes), default=np.inf)
+        high = max((e[1] for e in extremes), default=-np.inf)
+        return [stage_range(None, stage, colormap, extremes=(low, high))] * len(extremes)
+    return [stage_range(None, stage, colormap, extremes=e) for e in extremes]
+
+
+def heads_extremes(values: np.ndarray) -> list[tuple[float, float]]:
+    """:func:`finite_extremes` of each head of ``values`` (H, rows, columns)."""
+    return [finite_extremes(head) for head in values]
 
 
 #: −inf cells: a key hidden from the query (masked scores), light grey.
