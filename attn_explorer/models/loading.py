@@ -40,7 +40,5 @@ def load_model(path: str | Path) -> AnyModel:
     location = Path(path).expanduser()
     gguf = gguf_in(location)
     if gguf is not None:
-        if not gguf.is_file():
-            raise ModelError(f"{gguf}: no such file; choose a .gguf model file.")
-        return load_gguf(gguf)
+        return load_gguf(gguf)  # a folder, FIFO or device named .gguf is said to be one
     return load_bert(location)

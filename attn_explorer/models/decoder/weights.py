@@ -17,7 +17,6 @@ RoPE rotates *halves* (dim i with dim i + d/2). ``qwen2`` files are not permuted
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
+from attn_explorer.models.formats.gguf_metadata import check_vocabulary_sizes, metadata_value
 
 #: architecture -> (Q/K rows permuted for adjacent-pair RoPE?, Q/K/V have biases?)
 ARCHITECTURES = {"llama": (True, False), "qwen2": (False, True)}
@@ -61,34 +61,36 @@ class DecoderConfig:
     def from_gguf(cls, file: GGUFFile) -> DecoderConfig:
         """Read and check the sizes; ModelError naming the key that does not fit."""
         path = file.path
-        arch = file.get("general.architecture")
+        arch = metadata_value(file, "general.architecture")
         if arch not in ARCHITECTURES:
             raise ModelError(
                 f"{path}: architecture {arch!r} is not supported; this app runs "
                 f"{' and '.join(repr(a) for a in ARCHITECTURES)} models."
             )
 
-        def number(key: str, kind: Callable[[Any], Any] = int, default: Any = None) -> Any:
-            value = file.get(f"{arch}.{key}", default)
-            if value is None or isinstance(value, (str, list)) or value <= 0:
-                raise ModelError(f"{path}: metadata {arch}.{key} is {value!r}; expected > 0.")
-            return kind(value)
+        def number(key: str) -> Any:  # type and range from the table in gguf_metadata
+            return metadata_value(file, "{arch}." + key, arch)
 
         hidden = number("embedding_length")
         heads = number("attention.head_count")
-        kv_heads = number("attention.head_count_kv", default=heads)
+        kv_heads = number("attention.head_count_kv") or heads
         if hidden % heads or heads % kv_heads:
             raise ModelError(
                 f"{path}: {heads} heads and {kv_heads} key/value heads do not divide "
                 f"the width {hidden}; the metadata is inconsistent."
             )
-        head_dim = number("rope.dimension_count", default=hidden // heads)
+        head_dim = number("rope.dimension_count") or hidden // heads
         if head_dim != hidden // heads or head_dim % 2:
             raise ModelError(
                 f"{path}: rope.dimension_count {head_dim} is not the head size "
                 f"{hidden // heads}; partial rotary embeddings are not supported."
             )
-        tokens = file.get("tokenizer.ggml.tokens") or []
+        declared_vocab = number("vocab_size")
+        embedding = file.infos.get("token_embd.weight")
+        # sizes compared from the headers before any vocabulary is read
+        tokens = check_vocabulary_sizes(
+            file, declared_vocab or (embedding.dims[-1] if embedding is not None else None)
+        )
         permuted, bias = ARCHITECTURES[arch]
         config = cls(
             architecture=arch,
@@ -98,10 +100,10 @@ class DecoderConfig:
             num_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
-            vocab_size=number("vocab_size", default=len(tokens) or None),
+            vocab_size=declared_vocab or tokens,
             context_length=number("context_length"),
-            rope_theta=number("rope.freq_base", float, default=10000.0),
-            rms_norm_eps=number("attention.layer_norm_rms_epsilon", float),
+            rope_theta=number("rope.freq_base"),
+            rms_norm_eps=number("attention.layer_norm_rms_epsilon"),
             permuted_qk=permuted,
             qkv_bias=bias,
         )
@@ -278,7 +280,10 @@ class DecoderWeights:
     def dequantize(self, name: str) -> np.ndarray:
         """A whole tensor as float32 (out, in): Q4_1 / Q8_0 in one pass, others by gguf."""
         fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
-        values = fast if fast is not None else self.file.dequantize(name)
+        if fast is None:
+            values = self.file.dequantize(name)  # checked finite there
+        else:
+            values = self.file.refuse_non_finite(name, fast)  # by name, never NaN downstream
         self.file.release(name)  # its quantized pages: read, not needed resident any more
         return values
 
