@@ -23,7 +23,6 @@ until it lasts long enough to be above timer noise.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -47,6 +46,7 @@ from attn_explorer.cli.bench_report import (
     format_rows,
     load_rows,
 )
+from attn_explorer.cli.console import OneLineParser
 from attn_explorer.compute import attention, estimate_loop_seconds, flops
 from attn_explorer.compute.strategies import scores_batched, scores_loop, scores_matmul
 
@@ -461,7 +461,7 @@ def run_benchmark(quick: bool = False, progress: Callable[[str], None] | None = 
 
 def run_bench(argv: Sequence[str]) -> int:
     """The ``bench`` sub-command: print the table (or ``--json``); return the exit status."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(  # argument errors: one line, exit 2 (cli/console.py)
         prog="attn-explorer bench",
         description="Time loop / matmul / batched / einsum scores and full attention(), "
         "against the performance targets (now, target, ok).",
