@@ -83,12 +83,12 @@ def _parse_matrix(name: str, text: str) -> list[list[float]]:
 
 def run_scores(argv: Sequence[str]) -> int:
     """The ``scores`` sub-command."""
+    args = _scores_parser().parse_args(argv)  # before numpy: a typo costs no imports
     import numpy as np
 
     from attn_explorer.compute import STRATEGIES, attention_scores, time_strategies
     from attn_explorer.state.presets import WORKED_QK, preset
 
-    args = _scores_parser().parse_args(argv)
     if args.example and (args.query or args.key):
         raise UserError("give either --example or --query/--key, not both")
     if args.example == "exercise":  # the preset's keys, and the worked example's three queries
