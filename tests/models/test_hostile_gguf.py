@@ -22,7 +22,7 @@ import pytest
 from attn_explorer.models import ModelError, TextError, load_model
 from attn_explorer.models.decoder.chat_template import chatml_prompt, default_system
 from attn_explorer.models.formats.gguf_metadata import MAX_TEMPLATE_CHARS, SPECS
-from attn_explorer.models.testing.hostile_gguf import DELETE, Typed, rewrite_gguf
+from attn_explorer.models.testing.hostile_gguf import DELETE, Typed, retype_tensor, rewrite_gguf
 from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 from attn_explorer.models.testing.tiny_gguf import TINY_MERGES, write_tiny_gguf
 
@@ -209,6 +209,40 @@ def test_a_quantized_tensor_with_a_nan_scale_is_refused_by_name(source, tmp_path
     path.write_bytes(bytes(data))
     with pytest.raises(ModelError, match=r"q\.gguf: tensor 'token_embd\.weight' holds"):
         load_model(path).attention("the cat")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("blk.0.attn_norm.weight", "I32"), ("output_norm.weight", "I32"),
+     ("blk.1.ffn_norm.weight", "F64"), ("blk.0.attn_q.weight", "I16"),
+     ("blk.0.attn_v.weight", "I8")],
+)  # fmt: skip
+def test_a_tensor_retyped_to_one_that_is_not_weights_is_refused_at_load(
+    source, tmp_path, name, kind
+):
+    path = retype_tensor(source, tmp_path / "r.gguf", name, kind)
+    refused(path, words=rf"tensor {re.escape(repr(name))} is stored as {kind}, which cannot")
+
+
+def test_a_tensor_retyped_to_f16_is_read_or_refused_by_name(source, tmp_path):
+    """float32 bytes read as float16: where a half is NaN or ±inf the load names the tensor;
+    where none is, the model runs and every number it shows is finite."""
+    outcomes = []
+    names = ["blk.0.attn_norm.weight", "blk.1.attn_k.weight", "output_norm.weight",
+             "blk.0.ffn_up.weight", "blk.1.attn_output.weight"]  # fmt: skip
+    for n, name in enumerate(names):
+        path = retype_tensor(source, tmp_path / f"{n}.gguf", name, "F16")
+        try:
+            result = load_model(path).attention("the cat sat")
+        except ModelError as exc:
+            assert re.search(
+                rf"{re.escape(str(path))}: tensor {re.escape(repr(name))} holds", str(exc)
+            )
+            outcomes.append("refused")
+        else:
+            assert np.isfinite(result.weights).all() and np.isfinite(result.logits).all()
+            outcomes.append("ran")
+    assert "refused" in outcomes  # the large ones surely hold a NaN / inf pattern
 
 
 def test_bert_layer_norm_of_nan_is_refused_by_name(tmp_path):

@@ -25,7 +25,12 @@ import numpy as np
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
-from attn_explorer.models.formats.gguf_metadata import check_vocabulary_sizes, metadata_value
+from attn_explorer.models.formats.gguf_metadata import (
+    check_vocabulary_sizes,
+    describe,
+    metadata_value,
+    refuse,
+)
 
 #: architecture -> (Q/K rows permuted for adjacent-pair RoPE?, Q/K/V have biases?)
 ARCHITECTURES = {"llama": (True, False), "qwen2": (False, True)}
@@ -87,6 +92,11 @@ class DecoderConfig:
             )
         declared_vocab = number("vocab_size")
         embedding = file.infos.get("token_embd.weight")
+        if embedding is not None and declared_vocab and declared_vocab != embedding.dims[-1]:
+            raise refuse(
+                file, f"{arch}.vocab_size", describe(declared_vocab),
+                f"{embedding.dims[-1]:,}, the rows of token_embd.weight (the file is inconsistent)",
+            )  # fmt: skip
         # sizes compared from the headers before any vocabulary is read
         tokens = check_vocabulary_sizes(
             file, declared_vocab or (embedding.dims[-1] if embedding is not None else None)
@@ -156,6 +166,11 @@ def check_tensors(file: GGUFFile, config: DecoderConfig) -> None:
             raise ModelError(
                 f"{file.path}: tensor {name!r} has shape {file.shape(name)} but the metadata "
                 f"implies {shape}; the file is inconsistent."
+            )
+        if not file.can_dequantize(name):
+            raise ModelError(
+                f"{file.path}: tensor {name!r} is stored as {file.type_name(name)}, which cannot "
+                "be read as weights; expected F32, F16 or a quantized type."
             )
 
 

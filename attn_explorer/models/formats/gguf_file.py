@@ -317,6 +317,14 @@ class GGUFFile:
         """PyTorch layout: outermost first, so a Linear's weight is (out, in)."""
         return tuple(reversed(self.infos[name].dims))
 
+    def can_dequantize(self, name: str) -> bool:
+        """True if tensor ``name``'s type is one ``gguf`` turns into float32 (F32, F16 and
+        the quantized types it implements); an integer or F64 tensor is not weights."""
+        from gguf.quants import _type_traits
+
+        kind = self.tensors[name].tensor_type
+        return kind.name in ("F32", "F16") or kind in _type_traits
+
     def type_name(self, name: str) -> str:
         return self.tensors[name].tensor_type.name
 

@@ -5,6 +5,7 @@ value and tensor of ``source`` into ``target``, except that each key in ``metada
 is replaced by its value (``DELETE`` removes it; a :class:`Typed` value sets the
 GGUF type exactly, such as a float in an integer key or a u32 array of tokens)
 and each tensor in ``tensors`` by the given float32 array (stored as F32).
+``retype_tensor`` edits one tensor's type in the header, byte by byte.
 """
 
 from __future__ import annotations
@@ -91,4 +92,22 @@ def rewrite_gguf(
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    return Path(target)
+
+
+def retype_tensor(source: str | Path, target: str | Path, name: str, type_name: str) -> Path:
+    """Copy ``source`` to ``target`` with tensor ``name``'s quantization type in the header
+    set to ``type_name`` (``"I32"``, ``"F64"``, …), a byte-level edit: its bytes stay as
+    they were, so they are read as another type's."""
+    import struct
+
+    import gguf
+
+    data = bytearray(Path(source).read_bytes())
+    encoded = name.encode("utf-8")
+    at = data.index(struct.pack("<Q", len(encoded)) + encoded) + 8 + len(encoded)
+    (n_dims,) = struct.unpack_from("<I", data, at)
+    type_at = at + 4 + 8 * n_dims
+    struct.pack_into("<I", data, type_at, int(gguf.GGMLQuantizationType[type_name]))
+    Path(target).write_bytes(bytes(data))
     return Path(target)
