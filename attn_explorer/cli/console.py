@@ -22,7 +22,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-from typing import IO, NoReturn
+from typing import Any, NoReturn
 
 #: Exit status of a command whose reader went away (128 + SIGPIPE), printed quietly.
 BROKEN_PIPE_STATUS = 141
@@ -42,7 +42,7 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UserError(f"{message} (see '{self.prog} --help')")
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: Any = None) -> None:
         # argparse's own swallows OSError: --help >/dev/full would exit 0 having printed nothing
         if message:
             (file or sys.stderr).write(message)

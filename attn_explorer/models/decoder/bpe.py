@@ -151,7 +151,7 @@ class GGUFTokenizer:
                 )
         pairs = check_merges(merges, vocab, source)
         try:
-            model = BPE(vocab=vocab, merges=pairs, fuse_unk=False)  # type: ignore[arg-type]  # stub: list[tuple[str, str]]
+            model = BPE(vocab=vocab, merges=pairs, fuse_unk=False)
         except Exception as exc:  # tokenizers' own words, as one sentence naming the file
             raise ModelError(f"{source}: the tokenizer cannot be built ({exc}).") from None
         self._tokenizer = Tokenizer(model)

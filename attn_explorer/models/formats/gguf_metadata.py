@@ -151,10 +151,10 @@ def metadata_value(file: GGUFFile, key: str, arch: str = "") -> Any:
     if spec.kind == INTEGER:
         ok = isinstance(value, int) and not isinstance(value, bool)
         ok = ok and spec.low is not None and spec.high is not None
-        ok = ok and spec.low <= value <= spec.high  # type: ignore[operator]
+        ok = ok and spec.low <= value <= spec.high
     elif spec.kind == REAL:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        ok = ok and math.isfinite(value) and value > spec.above and value <= spec.high  # type: ignore[operator]
+        ok = ok and math.isfinite(value) and value > spec.above and value <= spec.high
         value = float(value) if ok else value
     elif spec.kind == TEXT:
         ok = isinstance(value, str) and len(value) <= (spec.high or 0)

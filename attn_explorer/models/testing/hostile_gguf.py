@@ -52,16 +52,14 @@ def rewrite_gguf(
     target: str | Path,
     metadata: dict[str, Any] | None = None,
     tensors: dict[str, np.ndarray] | None = None,
-    tensor_types: dict[str, str] | None = None,
 ) -> Path:
     """Copy ``source`` to ``target`` with ``metadata`` keys and ``tensors`` replaced (see
-    module doc). ``tensor_types`` stores a tensor's *bytes* unchanged under another
-    quantization type's name (a retyped tensor), when the sizes allow it."""
+    module doc)."""
     import gguf
 
     from attn_explorer.models.formats.gguf_file import GGUFFile
 
-    metadata, tensors, tensor_types = metadata or {}, tensors or {}, tensor_types or {}
+    metadata, tensors = metadata or {}, tensors or {}
     file = GGUFFile(source)
     arch = str(file.get("general.architecture", "llama"))
     writer = gguf.GGUFWriter(str(target), arch)
@@ -79,10 +77,6 @@ def rewrite_gguf(
     for name, tensor in file.tensors.items():
         if name in tensors:
             writer.add_tensor(name, np.ascontiguousarray(tensors[name], dtype=np.float32))
-        elif name in tensor_types:
-            kind = gguf.GGMLQuantizationType[tensor_types[name]]
-            raw = np.ascontiguousarray(tensor.data).view(np.uint8)
-            writer.add_tensor(name, raw, raw_shape=file.shape(name), raw_dtype=kind)
         elif tensor.tensor_type.name in ("F32", "F16"):
             writer.add_tensor(name, np.ascontiguousarray(tensor.data))
         else:
