@@ -6,7 +6,9 @@
     attn-explorer export ...            write heatmap images / CSV / NPZ without a window
     attn-explorer bench ...             print the strategy timing table
 
-User errors print one line on stderr and exit with status 2; no traceback.
+User errors print one line on stderr and exit with status 2; no traceback. Standard
+output follows cli/console.py: a reader that went away ends quietly (status 141), a
+write that fails (a full disk) is one line and status 2.
 """
 
 from __future__ import annotations
