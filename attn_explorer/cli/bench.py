@@ -24,7 +24,6 @@ until it lasts long enough to be above timer noise.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -47,6 +46,7 @@ from attn_explorer.cli.bench_measure import (
 )
 from attn_explorer.cli.bench_report import TargetRow, compare, format_rows, load_rows
 from attn_explorer.cli.bench_tables import format_tables, target_rows
+from attn_explorer.cli.console import OneLineParser
 
 
 def run_benchmark(quick: bool = False, progress: Callable[[str], None] | None = None) -> dict:
@@ -79,7 +79,7 @@ def run_benchmark(quick: bool = False, progress: Callable[[str], None] | None = 
 
 def run_bench(argv: Sequence[str]) -> int:
     """The ``bench`` sub-command: print the table (or ``--json``); return the exit status."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(  # argument errors: one line, exit 2 (cli/console.py)
         prog="attn-explorer bench",
         description="Time loop / matmul / batched / einsum scores and full attention(), "
         "against the performance targets (now, target, ok).",

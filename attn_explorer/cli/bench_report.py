@@ -85,19 +85,70 @@ def rows_json(rows: Iterable[TargetRow], **extra: Any) -> dict[str, Any]:
     return {**extra, "targets": [row.as_dict() for row in rows]}
 
 
+#: Largest --json file --compare reads (a real one is a few KB).
+MAX_REPORT_BYTES = 4 * 2**20
+#: Each field of a row: the types it may hold (None: JSON null).
+ROW_FIELDS: dict[str, tuple[type, ...]] = {
+    "measure": (str,),
+    "now": (int, float, type(None)),
+    "unit": (str,),
+    "target": (int, float, type(None)),
+    "better": (str,),
+    "note": (str,),
+}
+
+
 def load_rows(path: str | Path) -> list[TargetRow]:
-    """The target rows of a JSON file written with ``--json``."""
+    """The target rows of a JSON file written with ``--json``.
+
+    Read as the session reader reads (``state.storage.safe_files``): only a regular
+    file of at most :data:`MAX_REPORT_BYTES` (a FIFO, a device or a folder is said to
+    be one, never opened blocking), JSON nested too deeply is a message, and every
+    row must be an object with ``measure`` and ``unit`` text, ``now`` and ``target``
+    numbers or null, ``better`` lower or higher. Raises ``ValueError`` naming the file.
+    """
+    from attn_explorer.state.storage.safe_files import FileRefused, parse_json, read_user_file
+
+    hint = "write it with the bench's --json option"
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = read_user_file(path, MAX_REPORT_BYTES, "bench --json file")
+    except FileRefused as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    try:
+        data = parse_json(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text; {hint}") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{path}: not JSON ({exc}); write it with the bench's --json option."
-        ) from None
+        raise ValueError(f"{path}: not JSON ({exc}); {hint}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: the JSON is nested too deeply; {hint}") from None
     rows = data.get("targets") if isinstance(data, dict) else None
     if not isinstance(rows, list):
-        raise ValueError(f"{path}: no 'targets' list; write it with the bench's --json option.")
-    fields = {"measure", "now", "unit", "target", "better", "note"}
-    return [TargetRow(**{k: v for k, v in row.items() if k in fields}) for row in rows]
+        raise ValueError(f"{path}: no 'targets' list; {hint}.")
+    return [_row(path, index, row, hint) for index, row in enumerate(rows)]
+
+
+def _row(path: str | Path, index: int, row: object, hint: str) -> TargetRow:
+    where = f"{path}: targets[{index}]"
+    if not isinstance(row, dict):
+        raise ValueError(f"{where} is {type(row).__name__}, not an object; {hint}.")
+    values: dict[str, Any] = {}
+    for name, kinds in ROW_FIELDS.items():
+        if name not in row:
+            if name in ("measure", "now", "unit"):
+                raise ValueError(f"{where} has no '{name}'; {hint}.")
+            continue
+        value = row[name]
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            wanted = "text" if kinds == (str,) else "a number or null"
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+            raise ValueError(f"{where}.{name} is {shown}; expected {wanted}; {hint}.")
+        if isinstance(value, (int, float)) and not math.isfinite(value) and name == "target":
+            raise ValueError(f"{where}.target is {value!r}; expected a finite number.")
+        values[name] = float(value) if isinstance(value, int) else value
+    if values.get("better", LOWER) not in (LOWER, HIGHER):
+        raise ValueError(f"{where}.better is {values['better']!r}; expected lower or higher.")
+    return TargetRow(**values)
 
 
 def compare(before: Sequence[TargetRow], after: Sequence[TargetRow]) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from attn_explorer.cli.console import UserError, check_output_path
 from attn_explorer.compute import STAGES
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.storage.export import EXPORT_FORMATS
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 PROG = "attn-explorer export"
 
 
-class ExportCommandError(Exception):
+class ExportCommandError(UserError):
     """A mistake in the command line or its inputs: one line on stderr, exit status 2."""
 
 
@@ -105,6 +106,7 @@ def _check_cost(session: Session, args: argparse.Namespace) -> None:
         MAX_WIDTH,
         MIN_WIDTH,
         export_memory_estimate,
+        image_bytes_estimate,
     )
     from attn_explorer.state.storage.safe_files import megabytes
 
@@ -113,15 +115,33 @@ def _check_cost(session: Session, args: argparse.Namespace) -> None:
             f"width: {args.width!r} pixels is not allowed; use {MIN_WIDTH}..{MAX_WIDTH}"
         )
     stage = args.stage or session.options.stage
-    need = export_memory_estimate(session, stage, args.format, args.width)
-    if need > MAX_EXPORT_BYTES:
-        b, h, t, _ = session.shape
+    panels = None if args.heads == "montage" else 1  # one figure of every head, or one each
+    need = export_memory_estimate(session, stage, args.format, args.width, panels=panels)
+    if need <= MAX_EXPORT_BYTES:
+        return
+    image = 0
+    if args.format == "png":
+        image = image_bytes_estimate(session, stage, args.width, panels)
+    if image and need - image <= MAX_EXPORT_BYTES // 2:  # the width is the cause: say so
+        fits = [
+            w
+            for w in range(MIN_WIDTH, args.width, 100)
+            if export_memory_estimate(session, stage, args.format, w, panels=panels)
+            <= MAX_EXPORT_BYTES
+        ]
+        largest = f"; --width {fits[-1]} or less fits" if fits else ""
         raise ExportCommandError(
-            f"this export would need about {megabytes(need)} of memory ({b * h * t * t:,} "
-            f"scores per stage for B={b}, H={h}, T={t} in {session.options.dtype}), over the "
-            f"command line's limit of {megabytes(MAX_EXPORT_BYTES)}; use fewer heads or "
-            "tokens, dtype float32 or --format csv, or export from the window"
+            f"--width {args.width}: an image that wide would need about {megabytes(image)} "
+            f"of memory, over the command line's limit of {megabytes(MAX_EXPORT_BYTES)}"
+            f"{largest} (or export fewer heads per image, or --format svg)"
         )
+    b, h, t, _ = session.shape
+    raise ExportCommandError(
+        f"this export would need about {megabytes(need)} of memory ({b * h * t * t:,} "
+        f"scores per stage for B={b}, H={h}, T={t} in {session.options.dtype}), over the "
+        f"command line's limit of {megabytes(MAX_EXPORT_BYTES)}; use fewer heads or "
+        "tokens, dtype float32 or --format csv, or export from the window"
+    )
 
 
 def _model_export(args: argparse.Namespace) -> list[Path]:
@@ -154,6 +174,7 @@ def _model_export(args: argparse.Namespace) -> list[Path]:
 
 def _export(argv: Sequence[str]) -> list[Path]:
     args = _parser().parse_args(list(argv))
+    check_output_path("--out", args.out)  # too long, or a newline in one-path-per-line output
     given = [name for name in ("session", "example", "model") if getattr(args, name)]
     if len(given) != 1:
         raise ExportCommandError(

@@ -6,7 +6,9 @@
     attn-explorer export ...            write heatmap images / CSV / NPZ without a window
     attn-explorer bench ...             print the strategy timing table
 
-User errors print one line on stderr and exit with status 2; no traceback.
+User errors print one line on stderr and exit with status 2; no traceback. Standard
+output follows cli/console.py: a reader that went away ends quietly (status 141), a
+write that fails (a full disk) is one line and status 2.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import sys
 from collections.abc import Sequence
 
 from attn_explorer import __version__
+from attn_explorer.cli.console import OneLineParser, UserError, run_guarded
+
+__all__ = ["UserError", "main", "run_scores"]
 
 SUBCOMMANDS = {
     "scores": "print S = Q Kᵀ for every strategy, with timing",
@@ -25,16 +30,12 @@ SUBCOMMANDS = {
 }
 
 
-class UserError(Exception):
-    """A mistake in what the user asked for: shown as one line, exit status 2."""
-
-
 def _main_parser() -> argparse.ArgumentParser:
     epilog = "sub-commands:\n" + "\n".join(
         f"  {name:<8} {text}" for name, text in SUBCOMMANDS.items()
     )
     epilog += "\n\nrun 'attn-explorer SUB-COMMAND --help' for a sub-command's options."
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="attn-explorer",
         description="Attention Explorer: see, step through and time multi-head attention.",
         epilog=epilog,
@@ -51,7 +52,7 @@ def _main_parser() -> argparse.ArgumentParser:
 
 
 def _scores_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="attn-explorer scores",
         description="Print S = Q Kᵀ computed by each strategy, with the time each took.",
     )
@@ -84,12 +85,12 @@ def _parse_matrix(name: str, text: str) -> list[list[float]]:
 
 def run_scores(argv: Sequence[str]) -> int:
     """The ``scores`` sub-command."""
+    args = _scores_parser().parse_args(argv)  # before numpy: a typo costs no imports
     import numpy as np
 
     from attn_explorer.compute import STRATEGIES, attention_scores, time_strategies
     from attn_explorer.state.presets import WORKED_QK, preset
 
-    args = _scores_parser().parse_args(argv)
     if args.example and (args.query or args.key):
         raise UserError("give either --example or --query/--key, not both")
     if args.example == "exercise":  # the preset's keys, and the worked example's three queries
@@ -135,25 +136,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         multiprocessing.freeze_support()  # a frozen bundle's timing child processes start here
     args_list = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if args_list and args_list[0] == "scores":
-            return run_scores(args_list[1:])
-        if args_list and args_list[0] == "export":
-            from attn_explorer.cli.export import run_export
+    command = args_list[0] if args_list and args_list[0] in SUBCOMMANDS else ""
+    prog = f"attn-explorer {command}".rstrip()
+    return run_guarded(prog, lambda: _dispatch(args_list), needs_stdout=bool(command))
 
-            return run_export(args_list[1:])
-        if args_list and args_list[0] == "bench":
-            from attn_explorer.cli.bench import run_bench
 
-            return run_bench(args_list[1:])
-        args = _main_parser().parse_args(args_list)
-        if args.self_test:
-            from attn_explorer.cli.self_test import run_self_test
+def _dispatch(args_list: list[str]) -> int:
+    if args_list and args_list[0] == "scores":
+        return run_scores(args_list[1:])
+    if args_list and args_list[0] == "export":
+        from attn_explorer.cli.export import run_export
 
-            return run_self_test()
-        from attn_explorer.ui.window.launch import run_app
+        return run_export(args_list[1:])
+    if args_list and args_list[0] == "bench":
+        from attn_explorer.cli.bench import run_bench
 
-        return run_app(args.session)
-    except UserError as exc:
-        print(f"attn-explorer: error: {exc}", file=sys.stderr)
-        return 2
+        return run_bench(args_list[1:])
+    args = _main_parser().parse_args(args_list)
+    if args.self_test:
+        from attn_explorer.cli.self_test import run_self_test
+
+        return run_self_test()
+    from attn_explorer.ui.window.launch import run_app
+
+    return run_app(args.session)

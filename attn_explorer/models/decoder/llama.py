@@ -17,7 +17,7 @@ each new token is one query row against every cached key. Float32 end to end.
 
 from __future__ import annotations
 
-import re
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,8 @@ import numpy as np
 
 from attn_explorer.compute import LIMITS, attention
 from attn_explorer.compute.softmax import softmax_rows
-from attn_explorer.models.decoder.bpe import GGUFTokenizer
+from attn_explorer.models.decoder.bpe import GGUFTokenizer, check_unicode
+from attn_explorer.models.decoder.chat_template import chatml_prompt
 from attn_explorer.models.decoder.ops import (
     ACTIVATIONS,
     KVCache,
@@ -47,6 +48,7 @@ from attn_explorer.models.decoder.weights import (
 from attn_explorer.models.errors import ModelError, TextError, check_text
 from attn_explorer.models.formats.dequantize import file_type_name, quantization_mix
 from attn_explorer.models.formats.gguf_file import GGUFFile
+from attn_explorer.models.formats.gguf_metadata import metadata_value
 from attn_explorer.models.results import ModelAttention
 
 #: Largest (scores + weights) a single ``attention`` call keeps: L·H·T²·8 bytes.
@@ -283,7 +285,7 @@ class DecoderModel:
         TextError for empty text, a second text (a decoder reads one) or more tokens
         than :attr:`max_tokens`.
         """
-        check_text("text", text)
+        check_unicode("text", check_text("text", text))
         if text_pair is not None:
             raise TextError("text_pair: a decoder reads one text; join the two.")
         if strategy != "batched":
@@ -333,21 +335,16 @@ class DecoderModel:
 
     def chat_prompt(self, message: str) -> str:
         """``message`` as one user turn in the model's ChatML template, ready for its reply."""
-        template = str(self.file.get("tokenizer.chat_template", ""))
+        template = metadata_value(self.file, "tokenizer.chat_template")  # bounded text
         if "<start_of_turn>" in template:  # Gemma's turns (BOS comes from the tokenizer)
             return f"<start_of_turn>user\n{message}<end_of_turn>\n<start_of_turn>model\n"
-        if "<|im_start|>" not in template:
+        prompt = chatml_prompt(template, message)
+        if prompt is None:
             raise ModelError(
                 f"{self.path}: the chat template is not ChatML (<|im_start|>); "
                 "run without chat, or choose a ChatML model."
             )
-        prompt = ""
-        default = re.search(r"<\|im_start\|>system\\n(.*?)<\|im_end\|>", template)
-        if default is None:
-            default = re.search(r"<\|im_start\|>system\n(.*?)<\|im_end\|>", template, re.S)
-        if default is not None:
-            prompt += f"<|im_start|>system\n{default[1]}<|im_end|>\n"
-        return prompt + f"<|im_start|>user\n{message}<|im_end|>\n<|im_start|>assistant\n"
+        return prompt
 
     def generate(
         self,
@@ -365,8 +362,18 @@ class DecoderModel:
         check_text("prompt", prompt)
         if not prompt.strip() and not chat:
             raise TextError("prompt: the text is empty; type at least one word.")
-        if max_new_tokens < 1:
-            raise ValueError("max_new_tokens: must be at least 1.")
+        check_unicode("prompt", prompt)
+        limit = LIMITS.max_tokens  # generation stops at the context anyway
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, numbers.Integral)
+            or not 1 <= max_new_tokens <= limit
+        ):
+            raise ValueError(
+                f"max_new_tokens: expected a whole number from 1 to {limit:,}, "
+                f"got {max_new_tokens!r}."
+            )
+        max_new_tokens = int(max_new_tokens)
         ids = self.tokenizer.encode(self.chat_prompt(prompt) if chat else prompt)
         self._check_ids(ids, "prompt")
         cache = KVCache()
@@ -412,9 +419,11 @@ def gguf_name(path: Path, file: GGUFFile) -> str:
 def load_gguf(path: str | Path, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> DecoderModel:
     """Open a GGUF decoder: header, configuration and tokenizer checked; layers on demand."""
     file = GGUFFile(Path(path).expanduser())
-    config = DecoderConfig.from_gguf(file)
+    config = DecoderConfig.from_gguf(file)  # every size checked against the table and tensors
+    file.check_unquantized()  # NaN / ±inf weights refused here, by name
+    metadata_value(file, "tokenizer.chat_template")  # checked once, read again for chat
     tokenizer: GGUFTokenizer | SentencePieceTokenizer
-    if file.get("tokenizer.ggml.model") == "llama":  # SentencePiece (Gemma)
+    if metadata_value(file, "tokenizer.ggml.model") == "llama":  # SentencePiece (Gemma)
         tokenizer = SentencePieceTokenizer.from_gguf(file)
     else:
         tokenizer = GGUFTokenizer.from_gguf(file)

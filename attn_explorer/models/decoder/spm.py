@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 
-from attn_explorer.models.decoder.bpe import CONTROL, USER_DEFINED, TokenizedText
+from attn_explorer.models.decoder.bpe import CONTROL, USER_DEFINED, TokenizedText, check_unicode
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.gguf_file import GGUFFile
+from attn_explorer.models.formats.gguf_metadata import check_vocabulary_sizes, metadata_value
 
 #: SentencePiece's space.
 SPACE = "\u2581"
@@ -95,17 +96,19 @@ class SentencePieceTokenizer:
 
     @classmethod
     def from_gguf(cls, file: GGUFFile) -> SentencePieceTokenizer:
-        """The SentencePiece tokenizer a GGUF describes."""
-        tokens = file.get("tokenizer.ggml.tokens") or []
+        """The SentencePiece tokenizer a GGUF describes (every key checked by its spec)."""
+        check_vocabulary_sizes(file, None)  # counts compared before any array is read
+        tokens = metadata_value(file, "tokenizer.ggml.tokens")
         if not tokens:
             raise ModelError(f"{file.path}: the tokenizer's vocabulary is missing.")
+        # llama.cpp adds BOS to a SentencePiece vocabulary that does not say otherwise.
+        says = "tokenizer.ggml.add_bos_token" in file.scalars
         return cls(
             tokens,
-            file.get("tokenizer.ggml.token_type") or [],
-            bos_id=file.get("tokenizer.ggml.bos_token_id"),
-            eos_id=file.get("tokenizer.ggml.eos_token_id"),
-            # llama.cpp adds BOS to a SentencePiece vocabulary that does not say otherwise.
-            add_bos=bool(file.get("tokenizer.ggml.add_bos_token", True)),
+            metadata_value(file, "tokenizer.ggml.token_type") or [],
+            bos_id=metadata_value(file, "tokenizer.ggml.bos_token_id"),
+            eos_id=metadata_value(file, "tokenizer.ggml.eos_token_id"),
+            add_bos=bool(metadata_value(file, "tokenizer.ggml.add_bos_token")) if says else True,
         )
 
     def token_id(self, token: str) -> int | None:
@@ -114,7 +117,7 @@ class SentencePieceTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``, after BOS when the file asks for it; control tokens stay whole."""
-        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        ids = self._tokenizer.encode(check_unicode("text", text), add_special_tokens=False).ids
         if self.add_bos and self.bos_id is not None:
             ids = [self.bos_id, *ids]
         return ids

@@ -21,7 +21,6 @@ by factor i), which :attr:`DecoderWeights.rope_factors` reads when the file has 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,12 @@ from attn_explorer.models.decoder.families import FAMILIES, layer_kinds
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
+from attn_explorer.models.formats.gguf_metadata import (
+    check_vocabulary_sizes,
+    describe,
+    metadata_value,
+    refuse,
+)
 
 #: Every architecture the reader runs (``families.py`` says what each one changes).
 ARCHITECTURES = FAMILIES
@@ -81,54 +86,69 @@ class DecoderConfig:
     def from_gguf(cls, file: GGUFFile) -> DecoderConfig:
         """Read and check the sizes; ModelError naming the key that does not fit."""
         path = file.path
-        arch = file.get("general.architecture")
+        arch = metadata_value(file, "general.architecture")
         if arch not in ARCHITECTURES:
             raise ModelError(
                 f"{path}: architecture {arch!r} is not supported; this app runs "
                 f"{' and '.join(repr(a) for a in ARCHITECTURES)} models."
             )
 
-        def number(key: str, kind: Callable[[Any], Any] = int, default: Any = None) -> Any:
-            value = file.get(f"{arch}.{key}", default)
-            if value is None or isinstance(value, (str, list)) or value <= 0:
-                raise ModelError(f"{path}: metadata {arch}.{key} is {value!r}; expected > 0.")
-            return kind(value)
+        def number(key: str) -> Any:  # type and range from the table in gguf_metadata
+            return metadata_value(file, "{arch}." + key, arch)
 
         hidden = number("embedding_length")
         heads = number("attention.head_count")
-        kv_heads = number("attention.head_count_kv", default=heads)
+        kv_heads = number("attention.head_count_kv") or heads
         if hidden % heads or heads % kv_heads:
             raise ModelError(
                 f"{path}: {heads} heads and {kv_heads} key/value heads do not divide "
                 f"the width {hidden}; the metadata is inconsistent."
             )
         # Qwen3 and Gemma give the head size apart from the width (key_length); others don't.
-        head_dim = number("attention.key_length", default=hidden // heads)
-        rotary = number("rope.dimension_count", default=head_dim)
+        head_dim = number("attention.key_length") or hidden // heads
+        rotary = number("rope.dimension_count") or head_dim
         if rotary != head_dim or head_dim % 2:
             raise ModelError(
                 f"{path}: rope.dimension_count {rotary} is not the head size "
                 f"{head_dim}; partial rotary embeddings are not supported."
             )
-        if number("attention.value_length", default=head_dim) != head_dim:
+        if (number("attention.value_length") or head_dim) != head_dim:
             raise ModelError(
                 f"{path}: attention.value_length differs from key_length {head_dim}; "
                 "values of another size than keys are not supported."
             )
-        tokens = file.get("tokenizer.ggml.tokens") or []
+        declared_vocab = number("vocab_size")
+        gguf = getattr(file, "llama_cpp_layout", True)  # False: a Hugging Face folder
+        embedding = getattr(file, "infos", {}).get("token_embd.weight")
+        if embedding is not None and declared_vocab and declared_vocab != embedding.dims[-1]:
+            raise refuse(
+                file, f"{arch}.vocab_size", describe(declared_vocab),
+                f"{embedding.dims[-1]:,}, the rows of token_embd.weight (the file is inconsistent)",
+            )  # fmt: skip
+        # sizes compared from the headers before any vocabulary is read
+        tokens = (
+            check_vocabulary_sizes(
+                file, declared_vocab or (embedding.dims[-1] if embedding is not None else None)
+            )
+            if gguf  # a folder's tokenizer is its tokenizer.json, checked when it is read
+            else 0
+        )
         family = ARCHITECTURES[arch]
         layers = number("block_count")
-        has_window = file.get(f"{arch}.attention.sliding_window") is not None
-        pattern = file.get(f"{arch}.attention.sliding_window_pattern")
-        windowed = has_window and (family.global_every or pattern is not None)
-        window = number("attention.sliding_window") if windowed else 0
-        softcap = number("attn_logit_softcapping", float, default=50.0) if family.softcap else 0.0
-        final_cap = number("final_logit_softcapping", float, default=30.0) if family.softcap else 0
+        pattern = file.get(f"{arch}.attention.sliding_window_pattern")  # an int or flags
+        declared_window = number("attention.sliding_window")
+        windowed = declared_window is not None and (family.global_every or pattern is not None)
+        window = int(declared_window) if windowed else 0
+        softcap = (number("attn_logit_softcapping") or 50.0) if family.softcap else 0.0
+        final_cap = (number("final_logit_softcapping") or 30.0) if family.softcap else 0.0
         kinds, source = layer_kinds(layers, family.global_every, window), "llama.cpp's convention"
         if window and isinstance(pattern, list) and len(pattern) == layers:
             kinds, source = tuple("local" if bool(p) else "global" for p in pattern), "the file"
         elif window and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
             kinds, source = layer_kinds(layers, pattern, window), "the file"
+        scale = number("attention.scale")
+        if scale is None:
+            scale = 1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0.0
         config = cls(
             architecture=arch,
             num_layers=layers,
@@ -137,10 +157,10 @@ class DecoderConfig:
             num_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
-            vocab_size=number("vocab_size", default=len(tokens) or None),
+            vocab_size=declared_vocab or tokens,
             context_length=number("context_length"),
-            rope_theta=number("rope.freq_base", float, default=10000.0),
-            rms_norm_eps=number("attention.layer_norm_rms_epsilon", float),
+            rope_theta=number("rope.freq_base"),
+            rms_norm_eps=number("attention.layer_norm_rms_epsilon"),
             # A Hugging Face folder holds Q/K in the halves layout already.
             permuted_qk=family.permuted_qk and getattr(file, "llama_cpp_layout", True),
             qkv_bias=family.qkv_bias,
@@ -151,14 +171,9 @@ class DecoderConfig:
             sliding_window=window,
             layer_kinds=kinds,
             layer_pattern_source=source if window else "",
-            local_rope_theta=float(file.get(f"{arch}.rope.freq_base_swa", family.local_rope_theta)),
-            attention_scale=float(
-                file.get(
-                    f"{arch}.attention.scale",
-                    1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0.0,
-                )
-            ),
-            attn_softcap=softcap,
+            local_rope_theta=float(number("rope.freq_base_swa") or family.local_rope_theta),
+            attention_scale=float(scale),
+            attn_softcap=float(softcap),
             final_softcap=float(final_cap),
             fused=family.fused,
         )
@@ -224,6 +239,11 @@ def check_tensors(file: GGUFFile, config: DecoderConfig) -> None:
             raise ModelError(
                 f"{file.path}: tensor {name!r} has shape {file.shape(name)} but the metadata "
                 f"implies {shape}; the file is inconsistent."
+            )
+        if not file.can_dequantize(name):
+            raise ModelError(
+                f"{file.path}: tensor {name!r} is stored as {file.type_name(name)}, which cannot "
+                "be read as weights; expected F32, F16 or a quantized type."
             )
 
 
@@ -364,7 +384,10 @@ class DecoderWeights:
         fast = None
         if getattr(self.file, "llama_cpp_layout", True):  # a GGUF: its blocks, in big chunks
             fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
-        values = fast if fast is not None else self.file.dequantize(name)
+        if fast is None:
+            values = self.file.dequantize(name)  # checked finite there
+        else:
+            values = self.file.refuse_non_finite(name, fast)  # by name, never NaN downstream
         self.file.release(name)  # its quantized pages: read, not needed resident any more
         return values
 

@@ -35,13 +35,18 @@ MAX_METADATA = 100_000
 MAX_KEY_BYTES = 65_535
 MAX_DIMS = 4
 MAX_ELEMENTS = 1 << 40
+MAX_FILE_BYTES = 1 << 44  # 16 TiB: only a device or a sparse lie is larger
 MAX_ARRAY_ITEMS = 1 << 24  # a metadata array (a vocabulary has ~50 000–250 000 entries)
 
 # GGUF metadata value types: 0-7 and 10-12 are scalars of these sizes, 8 a string, 9 an array.
 _SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 _STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")
 _ARRAY_DTYPES = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?"}
 _ARRAY_DTYPES |= {10: "<u8", 11: "<i8", 12: "<f8"}
+#: What a metadata array's items are, in a reader's words (see GGUFFile.array_header).
+_ITEM_KINDS = {t: "integer" for t in (0, 1, 2, 3, 4, 5, 10, 11)}
+_ITEM_KINDS |= {6: "float", 12: "float", 7: "bool", _STRING: "string", _ARRAY: "array"}
 #: Unquantized types gguf's reader hands out typed (every other type is bytes per row).
 _TYPED = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8}
 _TYPED |= {"I16": np.int16, "I32": np.int32, "I64": np.int64}
@@ -130,11 +135,18 @@ class _Header:
                 self.need(count * 8, f"{what} ({count:,} strings)")  # each has an 8-byte length
                 if read:
                     return [self.string(what) for _ in range(count)]
-                for _ in range(count):
-                    length = self.unpack("<Q", what)
-                    self.need(length, what)
-                    self.pos += length
-                return at
+                pos, end, length_at = self.pos, self.size, _U64.unpack_from
+                for _ in range(count):  # the hot loop of a load: kept to the bare steps
+                    if pos + 8 > end:
+                        break
+                    pos += 8 + length_at(self.buffer, pos)[0]
+                    if pos > end:
+                        break
+                else:
+                    self.pos = pos
+                    return at
+                self.pos = min(pos, end)
+                raise self.fail(f"{what} ({count:,} strings) needs more bytes but the file ends")
             raise self.fail(f"{what} is an array of unsupported type {item_type}")
         raise self.fail(f"{what} has unknown value type {value_type}")
 
@@ -229,10 +241,14 @@ class GGUFFile:
     """
 
     def __init__(self, path: str | Path) -> None:
+        from attn_explorer.state.storage.safe_files import FileRefused, open_regular_file
+
         self.path = Path(path)
-        try:
-            with open(self.path, "rb") as stream:
+        try:  # a folder, FIFO or device named .gguf is said to be one, never opened blocking
+            with open_regular_file(self.path, MAX_FILE_BYTES, "GGUF model file") as stream:
                 self._map = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileRefused as exc:
+            raise ModelError(f"{self.path}: {exc}.") from None
         except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
             raise ModelError(f"{self.path}: cannot be read ({exc}).") from None
         view = memoryview(self._map)
@@ -272,6 +288,16 @@ class GGUFFile:
         if last > first:
             self._map.madvise(advice, first, last - first)
 
+    def array_header(self, key: str) -> tuple[str, int] | None:
+        """(item type, item count) of metadata array ``key`` without reading its items,
+        or None when ``key`` is not an array: the type is ``"string"``, ``"bool"``,
+        ``"integer"`` or ``"float"``. Lets a caller compare a count before paying for it."""
+        value = self.scalars.get(key)
+        if not isinstance(value, ArrayAt):
+            return None
+        item_type, count = struct.unpack_from("<IQ", self._map, value.offset)
+        return _ITEM_KINDS.get(item_type, f"type {item_type}"), count
+
     def get(self, key: str, default: Any = None) -> Any:
         """A metadata value: scalars and strings as Python values, arrays as lists."""
         value = self.scalars.get(key)
@@ -291,8 +317,42 @@ class GGUFFile:
         """PyTorch layout: outermost first, so a Linear's weight is (out, in)."""
         return tuple(reversed(self.infos[name].dims))
 
+    def can_dequantize(self, name: str) -> bool:
+        """True if tensor ``name``'s type is one ``gguf`` turns into float32 (F32, F16 and
+        the quantized types it implements); an integer or F64 tensor is not weights."""
+        from gguf.quants import _type_traits
+
+        kind = self.tensors[name].tensor_type
+        return kind.name in ("F32", "F16") or kind in _type_traits
+
     def type_name(self, name: str) -> str:
         return self.tensors[name].tensor_type.name
+
+    def refuse_non_finite(self, name: str, values: np.ndarray) -> np.ndarray:
+        """``values`` (tensor ``name``, or rows of it) if every one is finite, else a
+        :class:`ModelError` naming the file and the tensor: a model with NaN or ±inf
+        weights is damaged, and would only show NaN everywhere."""
+        finite = np.isfinite(values)
+        if not finite.all():
+            bad = np.argwhere(~finite)
+            where = tuple(int(i) for i in bad[0])
+            raise ModelError(
+                f"{self.path}: tensor {name!r} holds {len(bad):,} non-finite weights "
+                f"({values[where]} at {list(where)}); the file is damaged, download it again."
+            )
+        return values
+
+    def check_unquantized(self) -> None:
+        """Refuse (by name) any unquantized tensor holding NaN or ±inf: read from the map,
+        in chunks, no copy kept. Quantized tensors are checked as they are dequantized."""
+        for name, tensor in self.tensors.items():
+            if tensor.tensor_type.name not in ("F16", "F32", "F64"):
+                continue
+            flat = tensor.data.reshape(-1)
+            for start in range(0, flat.size, 1 << 22):
+                chunk = flat[start : start + (1 << 22)]
+                if not np.isfinite(chunk).all():
+                    self.refuse_non_finite(name, tensor.data)
 
     def dequantize(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
         """Tensor ``name`` (or its ``rows`` along the outermost axis) as float32, (out, in)."""
@@ -307,4 +367,4 @@ class GGUFFile:
                 f"{self.path}: tensor {name!r} is {tensor.tensor_type.name}, which the gguf "
                 "package cannot dequantize; choose a file with another quantization."
             ) from None
-        return np.ascontiguousarray(values, dtype=np.float32)
+        return self.refuse_non_finite(name, np.ascontiguousarray(values, dtype=np.float32))

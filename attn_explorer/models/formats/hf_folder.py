@@ -227,6 +227,23 @@ class HFDecoderFolder:
         """Every tensor's llama.cpp name (the decoder counts the layers' tensors)."""
         return dict.fromkeys([*self._where, *self._extra])
 
+    @property
+    def scalars(self) -> dict[str, Any]:
+        """The metadata, by llama.cpp's key names (what ``gguf_metadata`` checks)."""
+        return self._metadata
+
+    def array_header(self, key: str) -> tuple[str, int] | None:
+        """(item type, count) of an array value, as ``GGUFFile.array_header`` gives it."""
+        value = self._metadata.get(key)
+        if not isinstance(value, list):
+            return None
+        kind = "string" if all(isinstance(v, str) for v in value) else "integer"
+        return kind, len(value)
+
+    def refuse_non_finite(self, name: str, values: np.ndarray) -> np.ndarray:
+        """``values`` if finite (safetensors' reader already refuses NaN and ±inf by name)."""
+        return values
+
     def get(self, key: str, default: Any = None) -> Any:
         value = self._metadata.get(key)
         return default if value is None else value

@@ -162,11 +162,21 @@ class SafetensorsFile:
             raise KeyError(f"{self.path}: no tensor named {name!r}.")
         dtype_name, shape, begin, end = self._entries[name]
         raw = self._buffer[begin:end].view(DTYPES[dtype_name]).reshape(shape)
+        if dtype_name not in FLOAT_DTYPES:
+            return raw
         if dtype_name == "BF16":
-            return _bf16_to_float32(raw)
-        if dtype_name in FLOAT_DTYPES and dtype_name != "F32":
-            return raw.astype(np.float32)
-        return raw
+            values = _bf16_to_float32(raw)
+        else:
+            values = raw if dtype_name == "F32" else raw.astype(np.float32)
+        finite = np.isfinite(values)
+        if not finite.all():  # a damaged model, refused at load by name, not NaN downstream
+            bad = np.argwhere(~finite)
+            at = tuple(int(i) for i in bad[0])
+            raise ModelError(
+                f"{self.path}: tensor {name!r} holds {len(bad):,} non-finite weights "
+                f"({values[at]} at {list(at)}); the file is damaged, download it again."
+            )
+        return values
 
 
 def _check_entry(

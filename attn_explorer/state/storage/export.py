@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -207,8 +208,37 @@ def guarded_write(path: Path, write: Callable[[], Path]) -> Path:
 MAX_EXPORT_BYTES = 384 * 1024 * 1024
 
 
+def image_height(width: int, panels: int, rows: int, cols: int) -> int:
+    """An upper bound of the height of a figure ``width`` px wide of ``panels`` heatmaps of
+    ``rows`` × ``cols`` cells, from the geometry ``render.figure.layout_figure`` uses
+    (square cells, at most 1.5 panel widths tall; ⌈√panels⌉ columns; labels at most 8 em)."""
+    em = min(64.0, max(9.0, width / 64))
+    columns = max(1, math.ceil(math.sqrt(panels)))
+    panel_rows = math.ceil(panels / columns)
+    grid_h = max(1.0, width / columns) * min(rows / max(1, cols), 1.5)
+    panel_h = em * 1.6 + max(grid_h, em * 6) + em * 8.5 + em * 1.5  # title, grid, labels, axis
+    top = em * (1 + 2 + 1.6 + 1.6)  # pad, title, subtitle, column titles
+    return math.ceil(top + panel_rows * panel_h + (panel_rows - 1) * em + em * 1.6 + em)
+
+
+def image_bytes_estimate(
+    session: Session, stage: str, width: int, panels: int | None = None
+) -> int:
+    """Bytes the image of one figure costs: its 4-byte-per-pixel raster, and half as much
+    again for the PNG encoding and the copy of its bytes (flat heatmap cells compress
+    tenfold or more; measured by tests/cli/test_cli_hostile_edges.py)."""
+    _, h, t, d = session.shape
+    height = image_height(width, h if panels is None else panels, t, d if stage == "output" else t)
+    return width * height * 4 * 3 // 2
+
+
 def export_memory_estimate(
-    session: Session, stage: str, fmt: str, width: int = 1600, strategy: str | None = None
+    session: Session,
+    stage: str,
+    fmt: str,
+    width: int = 1600,
+    strategy: str | None = None,
+    panels: int | None = None,
 ) -> int:
     """Bytes an export of ``stage`` as ``fmt`` will allocate, an upper bound from the shape alone.
 
@@ -218,7 +248,8 @@ def export_memory_estimate(
     the raster (``width`` × up to 2 ``width``) and its encoding; for SVG the cell
     rectangles or embedded images; NPZ every stage. CSV and NPZ stream to disk.
     ``strategy`` is the one that will compute (by default the session's, through
-    ``LOOP_BUDGET.strategy_for``). Calibrated by tests/cli/test_export_budget.py.
+    ``LOOP_BUDGET.strategy_for``); ``panels`` the heads in one figure (default: all, a
+    montage). Calibrated by tests/cli/test_export_budget.py.
     """
     from attn_explorer.compute import LOOP_BUDGET
 
@@ -243,7 +274,8 @@ def export_memory_estimate(
         panel = t * (d if stage == "output" else t)  # cells of one head
         need += h * panel * (1 + (8 if item == 4 else 0))  # finite mask; float64 panels
         need += panel * 13  # colours of one panel
-        need += 3 * width * (2 * width) * 4  # the raster, its encoding, a copy of the bytes
+        if fmt == "png":  # SVG is vector: its cells are rectangles or a cell-sized image
+            need += image_bytes_estimate(session, stage, width, panels)  # raster, encoding
         if fmt == "svg":  # a rectangle per cell (~150 bytes), or an embedded image per head
             need += 2 * h * panel * (150 if panel <= 65536 else 12)
     return need

@@ -10,7 +10,8 @@ Four rules, each in one place:
 * **Write atomically.** Data goes to a temporary file in the target's folder,
   is flushed to disk and renamed over the target, so a full disk or a crash
   leaves the old file as it was; the temporary file is removed on failure, and
-  ones left behind by a killed process are cleaned up by the next write.
+  ones left behind by a killed process are cleaned up by the next write. A save through a
+  symbolic link replaces the file the link names (in that file's folder); the link stays.
 * **Parse a user's JSON without surprises:** :func:`parse_json` keeps integers too long
   to convert and notes duplicate keys, so both are reported at their JSON path.
 * **Write only text UTF-8 can hold:** :func:`clean_text` replaces unpaired surrogates.
@@ -112,6 +113,7 @@ def os_error_reason(exc: OSError) -> str:
         errno.ENOTDIR: "part of the path is a file, not a folder; choose another path",
         errno.EISDIR: "a folder has that name; choose a file name",
         errno.ENAMETOOLONG: "the file name is too long; choose a shorter one",
+        errno.ELOOP: "the path is a loop of symbolic links; choose another",
     }
     return reasons.get(exc.errno or 0, exc.strerror or str(exc))
 
@@ -216,14 +218,28 @@ def remove_stale_temps(target: Path, older_than: float = STALE_TEMP_SECONDS) -> 
     return removed
 
 
+def resolve_link(path: Path) -> Path:
+    """The file a save to ``path`` should replace: ``path`` itself, or, when it is a
+    symbolic link, the file the link names (followed to the end), as editors do, so the
+    link stays a link and the real file gets the edit. A loop is ``OSError(ELOOP)``."""
+    if not path.is_symlink():
+        return path
+    resolved = Path(os.path.realpath(path))
+    if resolved.is_symlink():  # realpath gives up on a loop and hands back a link
+        raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path))
+    return resolved
+
+
 def write_atomic_with(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> Path:
     """Call ``write(stream)`` on a temporary file next to ``path``, then rename it over ``path``.
 
     Either the whole new file is there afterwards or the old one is untouched,
-    and no temporary file is left. Raises ``OSError`` (see :func:`os_error_reason`),
-    or whatever ``write`` raises.
+    and no temporary file is left. Through a symbolic link the link's target is
+    replaced, from a temporary file in the target's folder (:func:`resolve_link`).
+    Raises ``OSError`` (see :func:`os_error_reason`), or whatever ``write`` raises.
     """
-    target = Path(path)
+    chosen = Path(path)
+    target = resolve_link(chosen)
     folder = target.parent
     if target.is_dir():
         raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target))
@@ -246,7 +262,7 @@ def write_atomic_with(path: str | os.PathLike[str], write: Callable[[BinaryIO], 
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    return target
+    return chosen  # the name the user chose (a link stays the document's name)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | bytearray | memoryview) -> Path:

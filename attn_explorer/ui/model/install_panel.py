@@ -10,6 +10,9 @@ carries the package, and the model view looks for models again and opens it.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sys
 
 from PySide6.QtCore import QProcess, QProcessEnvironment, Qt, Signal, Slot
@@ -43,6 +46,7 @@ class InstallPanel(QWidget):
         self.package: Installable | None = None
         self._stdout = self._stderr = ""
         self._cancelled = False
+        self._folder: str | None = None  # the child's empty working folder, removed after
         self._build()
 
     def _build(self) -> None:
@@ -101,10 +105,12 @@ class InstallPanel(QWidget):
             return
         argv = install.install_command(package)
         process = QProcess(self)
-        environment = QProcessEnvironment.systemEnvironment()
-        environment.insert("PIP_DISABLE_PIP_VERSION_CHECK", "1")  # no second network wait
-        environment.insert("PYTHONUNBUFFERED", "1")  # its lines arrive as it writes them
+        environment = QProcessEnvironment()  # sanitised: no PYTHON* or preload variables
+        for name, value in install.install_environment(os.environ).items():
+            environment.insert(name, value)
         process.setProcessEnvironment(environment)
+        self._folder = install.neutral_folder()  # never the folder the app started in
+        process.setWorkingDirectory(self._folder)
         process.setProgram(argv[0])
         process.setArguments(argv[1:])
         process.readyReadStandardOutput.connect(self._on_stdout)
@@ -175,6 +181,10 @@ class InstallPanel(QWidget):
     def _end(self) -> None:
         process, self.process = self.process, None
         self.package = None
+        folder, self._folder = self._folder, None
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(folder)
         if process is not None:
             process.deleteLater()
         self._set_running(False)

@@ -1,0 +1,243 @@
+"""Every GGUF metadata value the app reads, with its declared type and range, checked once.
+
+:data:`SPECS` is the table: one :class:`Spec` per key (``{arch}`` stands for the
+file's ``general.architecture``). :func:`metadata_value` is the only way the
+decoder reads metadata: it looks the key up in the table, checks the stored
+value's type and range (an array's item type and count *before* its items are
+read, so a lying vocabulary costs nothing) and returns it, or raises one
+:class:`ModelError` sentence naming the file, the key, what it holds and what was
+expected::
+
+    model.gguf: metadata llama.block_count holds the float nan; expected a whole
+    number from 1 to 1,024.
+
+:func:`check_vocabulary_sizes` compares the declared sizes with each other
+(``vocab_size``, the token list, token types, merges, bos / eos ids) from the
+arrays' headers alone, before the vocabulary is built.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from attn_explorer.models.errors import ModelError
+from attn_explorer.models.formats.gguf_file import ArrayAt
+
+if TYPE_CHECKING:
+    from attn_explorer.models.formats.gguf_file import GGUFFile
+
+INTEGER, REAL, TEXT, FLAG, STRINGS, INTEGERS = (
+    "integer", "real", "text", "flag", "strings", "integers",
+)  # fmt: skip
+
+#: Largest vocabulary read (real ones have 32 000 – 256 000 tokens).
+MAX_VOCAB = 1 << 21
+#: Merges per token at most (Llama 3 has 2.2, Qwen2 and SmolLM2 about 1).
+MAX_MERGES_PER_TOKEN = 4
+#: Longest chat template read (real ones are 1 – 20 KB).
+MAX_TEMPLATE_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one metadata key must hold.
+
+    ``kind``: ``integer`` (a whole number, ``low``…``high``), ``real`` (a finite number
+    over ``above``, at most ``high``), ``text`` (at most ``high`` characters), ``flag``
+    (a bool), ``strings`` / ``integers`` (an array of ``low``…``high`` items; integer
+    items within ``item_low``…``item_high``). ``default`` is used when the key is
+    absent and not ``required``.
+    """
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    above: float | None = None
+    required: bool = True
+    default: Any = None
+    item_low: int | None = None
+    item_high: int | None = None
+
+    def expected(self) -> str:
+        """The range in words, for a message."""
+        if self.kind == INTEGER:
+            return f"a whole number from {self.low:,} to {self.high:,}"
+        if self.kind == REAL:
+            return f"a finite number over {self.above:g}, at most {self.high:g}"
+        if self.kind == TEXT:
+            return f"text of at most {self.high:,} characters"
+        if self.kind == FLAG:
+            return "true or false"
+        items = "strings" if self.kind == STRINGS else "whole numbers"
+        if self.kind == INTEGERS:
+            items += f" from {self.item_low} to {self.item_high}"
+        return f"an array of {self.low:,} to {self.high:,} {items}"
+
+
+_DIM = 1 << 17
+SPECS: dict[str, Spec] = {
+    "general.architecture": Spec(TEXT, high=64),
+    "general.name": Spec(TEXT, high=4096, required=False),
+    "{arch}.block_count": Spec(INTEGER, 1, 1024),
+    "{arch}.context_length": Spec(INTEGER, 1, 1 << 24),
+    "{arch}.embedding_length": Spec(INTEGER, 1, _DIM),
+    "{arch}.feed_forward_length": Spec(INTEGER, 1, 1 << 20),
+    "{arch}.attention.head_count": Spec(INTEGER, 1, 1024),
+    "{arch}.attention.head_count_kv": Spec(INTEGER, 1, 1024, required=False),
+    "{arch}.rope.dimension_count": Spec(INTEGER, 2, _DIM, required=False),
+    "{arch}.attention.key_length": Spec(INTEGER, 2, _DIM, required=False),
+    "{arch}.attention.value_length": Spec(INTEGER, 1, _DIM, required=False),
+    "{arch}.attention.sliding_window": Spec(INTEGER, 1, 1 << 24, required=False),
+    "{arch}.attention.scale": Spec(REAL, above=0, high=1e6, required=False),
+    "{arch}.attn_logit_softcapping": Spec(REAL, above=0, high=1e6, required=False),
+    "{arch}.final_logit_softcapping": Spec(REAL, above=0, high=1e6, required=False),
+    "{arch}.rope.freq_base_swa": Spec(REAL, above=0, high=1e12, required=False),
+    "{arch}.vocab_size": Spec(INTEGER, 1, MAX_VOCAB, required=False),
+    "{arch}.rope.freq_base": Spec(REAL, above=0, high=1e12, required=False, default=10000.0),
+    "{arch}.attention.layer_norm_rms_epsilon": Spec(REAL, above=0, high=1),
+    "tokenizer.ggml.model": Spec(TEXT, high=64),
+    "tokenizer.ggml.pre": Spec(TEXT, high=256, required=False, default=""),
+    "tokenizer.ggml.tokens": Spec(STRINGS, 1, MAX_VOCAB),
+    "tokenizer.ggml.merges": Spec(STRINGS, 1, MAX_VOCAB * MAX_MERGES_PER_TOKEN),
+    # llama.cpp's llama_token_type: 0 undefined … 6 byte
+    "tokenizer.ggml.token_type": Spec(
+        INTEGERS, 0, MAX_VOCAB, required=False, default=(), item_low=0, item_high=6
+    ),
+    "tokenizer.ggml.bos_token_id": Spec(INTEGER, 0, MAX_VOCAB - 1, required=False),
+    "tokenizer.ggml.eos_token_id": Spec(INTEGER, 0, MAX_VOCAB - 1, required=False),
+    "tokenizer.ggml.add_bos_token": Spec(FLAG, required=False, default=False),
+    "tokenizer.chat_template": Spec(TEXT, high=MAX_TEMPLATE_CHARS, required=False, default=""),
+}
+
+
+def describe(value: Any, file: GGUFFile | None = None, key: str = "") -> str:
+    """What a stored value is, in a message's words: 'the float nan', 'an array of 3 integers'."""
+    if isinstance(value, ArrayAt):
+        header = file.array_header(key) if file is not None else None
+        if header is None:
+            return "an array"
+        kind, count = header
+        return f"an array of {count:,} {kind} items"
+    if isinstance(value, bool):
+        return f"the flag {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value:,}"
+    if isinstance(value, float):
+        return f"the float {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:40] + "…"
+        return f"the text {shown!r} ({len(value):,} character{'' if len(value) == 1 else 's'})"
+    return f"a {type(value).__name__}"
+
+
+def refuse(file: GGUFFile, key: str, holds: str, expected: str) -> ModelError:
+    """The one message shape: ``<file>: metadata <key> holds <what>; expected <what>.``"""
+    return ModelError(f"{file.path}: metadata {key} holds {holds}; expected {expected}.")
+
+
+def metadata_value(file: GGUFFile, key: str, arch: str = "") -> Any:
+    """The value of metadata ``key`` (a :data:`SPECS` key, ``{arch}`` filled with ``arch``),
+    checked against its spec; its default when absent and optional.
+
+    Raises :class:`ModelError` naming the file, the key, what it holds and what was
+    expected. Arrays are checked by their header (item type, count) before they are read.
+    """
+    spec = SPECS[key]
+    name = key.format(arch=arch)
+    stored = file.scalars.get(name)
+    if stored is None:
+        if spec.required:
+            raise refuse(file, name, "nothing (the key is missing)", spec.expected())
+        return spec.default
+    if spec.kind in (STRINGS, INTEGERS):
+        return _array(file, name, spec, stored)
+    value = stored
+    ok = False
+    if spec.kind == INTEGER:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = ok and spec.low is not None and spec.high is not None
+        ok = ok and spec.low <= value <= spec.high
+    elif spec.kind == REAL:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = ok and math.isfinite(value) and value > spec.above and value <= spec.high
+        value = float(value) if ok else value
+    elif spec.kind == TEXT:
+        ok = isinstance(value, str) and len(value) <= (spec.high or 0)
+    elif spec.kind == FLAG:
+        ok = isinstance(value, bool)
+    if not ok:
+        raise refuse(file, name, describe(stored, file, name), spec.expected())
+    return value
+
+
+def _array(file: GGUFFile, name: str, spec: Spec, stored: Any) -> list[Any]:
+    header = file.array_header(name)
+    want = "string" if spec.kind == STRINGS else "integer"
+    if header is None or header[0] != want:
+        raise refuse(file, name, describe(stored, file, name), spec.expected())
+    count = header[1]
+    if not (spec.low or 0) <= count <= (spec.high or 0):
+        raise refuse(file, name, describe(stored, file, name), spec.expected())
+    items = list(file.get(name))
+    if spec.kind == INTEGERS and items:
+        low, high = min(items), max(items)
+        if low < (spec.item_low or 0) or high > (spec.item_high or 0):
+            bad = low if low < (spec.item_low or 0) else high
+            where = items.index(bad)
+            raise refuse(
+                file, name, f"{bad:,} at index {where:,} (of {count:,} items)", spec.expected()
+            )
+    return items
+
+
+def array_count(file: GGUFFile, key: str) -> int:
+    """How many items array ``key`` declares (0 when absent), type-checked, unread."""
+    spec = SPECS[key]
+    stored = file.scalars.get(key)
+    if stored is None:
+        return 0
+    header = file.array_header(key)
+    want = "string" if spec.kind == STRINGS else "integer"
+    if header is None or header[0] != want:
+        raise refuse(file, key, describe(stored, file, key), spec.expected())
+    return header[1]
+
+
+def check_vocabulary_sizes(file: GGUFFile, vocab_size: int | None) -> int:
+    """Compare the vocabulary's declared sizes before it is built; return the token count.
+
+    ``vocab_size`` is the model's (``<arch>.vocab_size``, or the embedding's rows):
+    the token list must have exactly that many entries, the token types at most
+    that many, the merges at most :data:`MAX_MERGES_PER_TOKEN` per token, and the
+    bos / eos ids must name one of the tokens.
+    """
+    tokens = array_count(file, "tokenizer.ggml.tokens")
+    if tokens == 0:
+        raise refuse(
+            file, "tokenizer.ggml.tokens", "nothing (the key is missing or empty)",
+            SPECS["tokenizer.ggml.tokens"].expected(),
+        )  # fmt: skip
+    if vocab_size is not None and tokens != vocab_size:
+        raise refuse(
+            file, "tokenizer.ggml.tokens", f"{tokens:,} tokens",
+            f"{vocab_size:,}, the model's vocabulary size (the file is inconsistent)",
+        )  # fmt: skip
+    types = array_count(file, "tokenizer.ggml.token_type")
+    if types > tokens:
+        raise refuse(
+            file, "tokenizer.ggml.token_type", f"{types:,} entries",
+            f"at most one per token ({tokens:,})",
+        )  # fmt: skip
+    merges = array_count(file, "tokenizer.ggml.merges")
+    if merges > MAX_MERGES_PER_TOKEN * tokens:
+        raise refuse(
+            file, "tokenizer.ggml.merges", f"{merges:,} merges",
+            f"at most {MAX_MERGES_PER_TOKEN} per token ({MAX_MERGES_PER_TOKEN * tokens:,})",
+        )  # fmt: skip
+    for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+        token = metadata_value(file, key)
+        if token is not None and token >= tokens:
+            raise refuse(file, key, describe(token), f"a token id from 0 to {tokens - 1:,}")
+    return tokens
