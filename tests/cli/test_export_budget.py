@@ -34,19 +34,33 @@ def child_env() -> dict[str, str]:
     return env
 
 
+#: Runs the export as its own child and reports that child's peak resident memory. A child
+#: forked straight from pytest inherits pytest's high-water mark at exec (Linux keeps the old
+#: mm's peak in ru_maxrss), so after a long run every export looked as big as pytest; forked
+#: from this small process instead, the baseline and the export start from the same floor.
+MEASURE = r"""
+import os, subprocess, sys
+child = subprocess.Popen(
+    [sys.executable, "-m", "attn_explorer", "export", *sys.argv[1:]],
+    stdout=subprocess.DEVNULL,
+)
+_, status, usage = os.wait4(child.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024)  # ru_maxrss is in KB
+"""
+
+
 def export(*args: object) -> tuple[int, str, int]:
     """Run ``attn-explorer export ARGS``: (exit status, stderr, the child's peak resident bytes)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "attn_explorer", "export", *map(str, args)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, *map(str, args)],
+        capture_output=True,
+        text=True,
         env=child_env(),
+        timeout=300,
+        check=False,
     )
-    with process.stderr:  # type: ignore[union-attr]
-        stderr = process.stderr.read().decode("utf-8", "replace")  # type: ignore[union-attr]
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    return process.returncode, stderr, usage.ru_maxrss * 1024  # ru_maxrss is in KB on Linux
+    code, peak = (int(word) for word in done.stdout.split())
+    return code, done.stderr, peak
 
 
 def write_session(path, shape, dtype="float64", causal=False, strategy="batched", whole=False):

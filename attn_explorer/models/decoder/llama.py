@@ -322,7 +322,7 @@ class DecoderModel:
         """What the view says of the weights and of the layers' attention, one line each."""
         c, lines = self.config, []
         names = [self.file.type_name(name) for name in self.file.tensors]
-        kind = file_type_name(self.file.get("general.file_type"))
+        kind = file_type_name(metadata_value(self.file, "general.file_type"))
         mix = quantization_mix(names)
         lines.append(f"{kind}: {mix}" if kind else f"weights: {mix}")
         if c.sliding_window:

@@ -80,6 +80,7 @@ _DIM = 1 << 17
 SPECS: dict[str, Spec] = {
     "general.architecture": Spec(TEXT, high=64),
     "general.name": Spec(TEXT, high=4096, required=False),
+    "general.file_type": Spec(INTEGER, 0, 1 << 16, required=False),
     "{arch}.block_count": Spec(INTEGER, 1, 1024),
     "{arch}.context_length": Spec(INTEGER, 1, 1 << 24),
     "{arch}.embedding_length": Spec(INTEGER, 1, _DIM),

@@ -240,6 +240,10 @@ class HFDecoderFolder:
         kind = "string" if all(isinstance(v, str) for v in value) else "integer"
         return kind, len(value)
 
+    def can_dequantize(self, name: str) -> bool:
+        """True for float tensors (what a folder's weights are); an integer one is not weights."""
+        return self.type_name(name) in ("F32", "F16", "BF16", "F64")
+
     def refuse_non_finite(self, name: str, values: np.ndarray) -> np.ndarray:
         """``values`` if finite (safetensors' reader already refuses NaN and ±inf by name)."""
         return values
