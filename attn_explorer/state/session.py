@@ -489,7 +489,7 @@ class Session:
             self.report(str(exc))
             return False
         self.options = new
-        if name in ("strategy", "scale", "causal", "dtype"):
+        if name in ("strategy", "scale", "causal", "dtype", "block"):
             self.revision += 1
         if name not in ("step", "head", "batch_index", "granularity"):
             self._set_dirty(True)

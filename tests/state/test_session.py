@@ -833,7 +833,7 @@ def test_results_agreement_and_provenance(session):
     assert session.results.agreement_pending
     assert "Checking that the other strategies agree" in session.results.provenance()
     assert session.results.accept_agreement(request.revision, request.agreement())
-    assert set(session.results.diffs) == {"loop", "matmul"}
+    assert set(session.results.diffs) == {"loop", "matmul", "tiled"}
     assert max(session.results.diffs.values()) == 0.0
     assert "they agree" in session.results.provenance()
     assert "computed with <b>batched</b>" in session.results.provenance()

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -36,8 +37,14 @@ from attn_explorer.compute.timing import sweep_tokens, time_strategies
 from attn_explorer.state import Session
 from attn_explorer.state.formatting import format_seconds
 from attn_explorer.ui.common.workers import LatestRunner
+from attn_explorer.ui.timing.memory_chart import MemoryChart, format_bytes, memory_summary
 
-COLOURS = {"loop": (230, 97, 1), "matmul": (94, 60, 153), "batched": (27, 158, 119)}
+COLOURS = {
+    "loop": (230, 97, 1),
+    "matmul": (94, 60, 153),
+    "batched": (27, 158, 119),
+    "tiled": (33, 113, 181),
+}
 
 
 #: Shown on a chart until its first measurement arrives.
@@ -188,7 +195,13 @@ class TimingPanel(QWidget):
         buttons.addWidget(self.progress, 1)
         charts = QHBoxLayout()
         charts.addWidget(self.bars, 1)
-        charts.addWidget(self.scaling, 1)
+        # The sweep's time and memory charts share one place: a tab each.
+        self.memory = MemoryChart(COLOURS, DecadeAxis)  # peak bytes vs T, filled by the sweep
+        self.sweep_tabs = QTabWidget()
+        self.sweep_tabs.setDocumentMode(True)
+        self.sweep_tabs.addTab(self.scaling, "time vs T")
+        self.sweep_tabs.addTab(self.memory, "peak memory vs T")
+        charts.addWidget(self.sweep_tabs, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(buttons)
@@ -289,6 +302,11 @@ class TimingPanel(QWidget):
                 f"{s}: {format_seconds(results[s].median)}"
                 + (" (estimated)" if results[s].estimated else f", {results[s].gflops:.3g} GFLOP/s")
                 + f" — {counts[s]}"
+                + (
+                    f", peak {format_bytes(results[s].peak_bytes)} held"
+                    if math.isfinite(results[s].peak_bytes)
+                    else ""
+                )
                 for s in names
             ),
             speedup_text(results),
@@ -313,7 +331,8 @@ class TimingPanel(QWidget):
         self.scaling.clear()
         self.legend.clear()
         tokens = np.array(sweep["tokens"], dtype=float)
-        for s in STRATEGIES:
+        shown = [s for s in STRATEGIES if s in sweep]
+        for s in shown:
             times = np.array(sweep[s], dtype=float)
             pen = pg.mkPen(COLOURS[s], width=2)
             if s == "loop":
@@ -339,7 +358,7 @@ class TimingPanel(QWidget):
                 self._curve(tokens, times, pen=pen, symbol="o", symbolBrush=COLOURS[s], name=s)
         # Whole decades of time, and a margin beside the first and last T: no point sits
         # on the frame and the decade labels at the ends have room.
-        seconds = np.log10(np.clip([sweep[s] for s in STRATEGIES], 1e-12, None))
+        seconds = np.log10(np.clip([sweep[s] for s in shown], 1e-12, None))
         self.scaling.setYRange(math.floor(seconds.min()), math.ceil(seconds.max()), padding=0)
         x_low, x_high = np.log10(tokens.min()), np.log10(tokens.max())
         self.scaling.setXRange(x_low - 0.15, x_high + 0.15, padding=0)
@@ -349,6 +368,8 @@ class TimingPanel(QWidget):
             f"At T = {int(tokens[last])} the loop takes {format_seconds(sweep['loop'][last])}"
             f"{' (estimated)' if sweep['loop_estimated'][last] else ''} and batched "
             f"{format_seconds(sweep['batched'][last])}: batched is {ratio:,.0f}× faster. "
-            "All three grow as T² (the grid has T×T cells); the loop pays Python's cost on every "
-            "multiply-add, matmul once per head, batched once in total."
+            "Q Kᵀ grows as T² (the grid has T×T cells); the loop pays Python's cost on every "
+            "multiply-add, matmul once per head, batched once in total. Tiled is timed for the "
+            "whole attention, tile by tile, and holds no T×T grid. " + memory_summary(sweep)
         )
+        self.memory.show_sweep(sweep)
