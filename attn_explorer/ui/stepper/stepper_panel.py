@@ -55,6 +55,7 @@ from attn_explorer.ui.stepper.stepper_widgets import (
     abbreviate_sum,
     save_widget_png,
 )
+from attn_explorer.ui.stepper.tiled_readout import TiledReadout
 
 SIDE_BY_SIDE_WIDTH = 860  # narrower than this, the code column goes under the controls
 MAX_RATE = 60  # steps per second at the slider's right end
@@ -162,6 +163,7 @@ class StepperPanel(QWidget):
         self._build_predict_row()
         left.addWidget(self.predict_row)
         left.addWidget(self.predict_label)
+        left.addWidget(TiledReadout(self.session))  # shown while the strategy is tiled
         left.addLayout(self._build_summary_row(), 1)
         self.export_button = QPushButton("Export frame…")
         self.export_button.setToolTip(

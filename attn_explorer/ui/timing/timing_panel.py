@@ -201,6 +201,8 @@ class TimingPanel(QWidget):
         self.sweep_tabs.setDocumentMode(True)
         self.sweep_tabs.addTab(self.scaling, "time vs T")
         self.sweep_tabs.addTab(self.memory, "peak memory vs T")
+        for chart in (self.scaling, self.memory):  # the tab bar takes ~24 px of the 140
+            chart.setMinimumHeight(112)
         charts.addWidget(self.sweep_tabs, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
