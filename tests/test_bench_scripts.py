@@ -33,3 +33,10 @@ def test_stepper_bench_prints_its_three_tables():
 def test_every_bench_answers_help(script):
     text = run_script(script, "--help")
     assert "usage" in text.lower() or "python bench" in text
+
+
+def test_tiled_bench_prints_its_four_tables():
+    text = run_script("bench/tiled.py", "--quick")
+    for title in ("1. Peak extra memory", "2. Whole attention", "3. tiled / torch", "4. Tiled by"):
+        assert title in text
+    assert "crossover (causal)" in text

@@ -108,7 +108,7 @@ def attention_tiled(
         # [strategy tiled]
         for i0 in range(0, T_q, block):  # one block of query rows at a time
             i1 = min(i0 + block, T_q)
-            q = Q[..., i0:i1, :]  # (B, H_kv, G, bq, d)
+            q = Q[..., i0:i1, :] * scale  # (B, H_kv, G, bq, d): scaled once, not every tile
             m = np.full(q.shape[:-1], minus_inf, dtype=dtype)  # (B, H_kv, G, bq): running max
             norm = np.zeros(q.shape[:-1], dtype=dtype)  # (B, H_kv, G, bq): running normaliser ℓ
             acc = np.zeros((*q.shape[:-1], d_v), dtype=dtype)  # (…, bq, d_v): accumulator O
@@ -117,7 +117,6 @@ def attention_tiled(
                 j1 = min(j0 + block, T_k)
                 k_t = np.swapaxes(K[..., j0:j1, :], -1, -2)  # (B, H_kv, 1, d, bk)
                 s = q @ k_t  # (B, H_kv, G, bq, d) @ (B, H_kv, 1, d, bk) -> (B, H_kv, G, bq, bk)
-                s *= scale
                 hidden = hidden_in_tile(i0, i1, j0, j1, offset, causal, keep)
                 if hidden is not None:
                     np.copyto(s, minus_inf, where=hidden)  # hidden keys: −inf, weight 0
