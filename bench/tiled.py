@@ -26,9 +26,16 @@ import tracemalloc
 
 import numpy as np
 
-from attn_explorer.cli.bench import blas_threads, round_robin
+from attn_explorer.cli.bench import blas_threads as blas_pool_threads
+from attn_explorer.cli.bench import round_robin
 from attn_explorer.compute import attention
 from attn_explorer.compute.tiled import DEFAULT_BLOCK
+
+
+def blas_threads() -> int:
+    """Threads numpy's BLAS uses: OPENBLAS_NUM_THREADS when set, else what the pool says.
+    torch is given as many, so both libraries get the same cores."""
+    return int(os.environ.get("OPENBLAS_NUM_THREADS") or blas_pool_threads())
 
 
 def inputs(heads: int, tokens: int, dim: int, seed: int = 0) -> tuple[np.ndarray, ...]:

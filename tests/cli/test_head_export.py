@@ -56,7 +56,7 @@ def test_one_head_is_one_npz_equal_to_the_models_own_weights(tiny, tmp_path, cap
 
 def test_text_file_is_read_exactly_and_refused_when_not_utf8(tmp_path):
     path = tmp_path / "t.txt"
-    path.write_bytes(" a\r\n b \n\n".encode())
+    path.write_bytes(b" a\r\n b \n\n")
     assert read_text_file(path) == " a\r\n b \n\n"
     path.write_bytes(b"ok \xff")
     with pytest.raises(ValueError, match="not UTF-8 text \\(byte 3 is 0xff\\)"):

@@ -106,3 +106,22 @@ def test_memory_chart_draws_each_strategy_and_says_the_ratio(qtbot):
     text = memory_summary(sweep)
     assert "Peak memory at T = 1024: batched 64 MB, tiled 4.77 MB" in text
     assert "tiled holds 7.5% of batched's" in text
+
+
+def test_timing_panel_switches_the_sweep_between_time_and_memory(qtbot, session):
+    from attn_explorer.ui.timing.timing_panel import TimingPanel
+
+    panel = TimingPanel(session)
+    qtbot.addWidget(panel)
+    tokens = [64, 1024]
+    sweep = {"tokens": tokens, "loop_estimated": [False, True]}
+    for name, scale in (("loop", 1e-5), ("matmul", 1e-8), ("batched", 1e-9), ("tiled", 2e-9)):
+        sweep[name] = [scale * t * t for t in tokens]
+    sweep.update(batched_bytes=[4.0 * t * t for t in tokens], tiled_bytes=[4e3 * t for t in tokens])
+    panel.show_sweep(sweep)
+    assert panel.sweep_charts.currentWidget() is panel.scaling
+    assert "tiled" in [label.text for _, label in panel.legend.items]
+    panel.sweep_view.setCurrentIndex(1)
+    assert panel.sweep_charts.currentWidget() is panel.memory
+    assert [label.text for _, label in panel.memory.legend.items] == ["batched", "tiled"]
+    assert "Peak memory at T = 1024: batched 4 MB, tiled 3.91 MB" in panel.summary.text()

@@ -16,11 +16,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QComboBox,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
-    QTabWidget,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -195,15 +196,22 @@ class TimingPanel(QWidget):
         buttons.addWidget(self.progress, 1)
         charts = QHBoxLayout()
         charts.addWidget(self.bars, 1)
-        # The sweep's time and memory charts share one place: a tab each.
+        # The sweep's time and memory charts share one place; a choice in the button row
+        # (a tab bar would take a short dock's height from the chart) picks which is shown.
         self.memory = MemoryChart(COLOURS, DecadeAxis)  # peak bytes vs T, filled by the sweep
-        self.sweep_tabs = QTabWidget()
-        self.sweep_tabs.setDocumentMode(True)
-        self.sweep_tabs.addTab(self.scaling, "time vs T")
-        self.sweep_tabs.addTab(self.memory, "peak memory vs T")
-        for chart in (self.scaling, self.memory):  # the tab bar takes ~24 px of the 140
-            chart.setMinimumHeight(112)
-        charts.addWidget(self.sweep_tabs, 1)
+        self.sweep_charts = QStackedWidget()
+        self.sweep_charts.addWidget(self.scaling)
+        self.sweep_charts.addWidget(self.memory)
+        self.sweep_charts.setMinimumHeight(140)  # as each chart: the dock keeps room for it
+        self.sweep_view = QComboBox()
+        self.sweep_view.addItems(["sweep: time", "sweep: peak memory"])
+        self.sweep_view.setToolTip(
+            "Which chart of the scaling sweep is shown: time per call, or the peak bytes "
+            "each strategy holds (T² for the grid, T·d for tiled)"
+        )
+        self.sweep_view.currentIndexChanged.connect(self.sweep_charts.setCurrentIndex)
+        buttons.insertWidget(buttons.count() - 1, self.sweep_view)  # before the progress bar
+        charts.addWidget(self.sweep_charts, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(buttons)
