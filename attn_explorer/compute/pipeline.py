@@ -202,6 +202,7 @@ def attention(
             f"strategy: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}."
         )
     if strategy == "tiled":
+        # A TiledResult has AttentionResult's attributes, its grid stages derived on access.
         return attention_tiled_result(  # type: ignore[return-value]
             query, key, value, scale=scale, causal=causal, mask=mask, block=block
         )
