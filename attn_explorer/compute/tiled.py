@@ -25,8 +25,9 @@ from functools import cached_property
 import numpy as np
 
 #: Query rows and key columns of one tile, unless told otherwise. At d = 64 a tile of
-#: 16 heads is 16 · 128 · 128 · 4 B = 1 MB: it stays in cache while it is scaled,
-#: exponentiated and multiplied by V (see bench/tiled.py for the sweep that chose it).
+#: 16 heads is 16 · 128 · 128 · 4 B = 1 MB, and T = 4096 takes 32² Python turns, not 64².
+#: bench/tiled.py's block sweep (H16 T2048, causal, on a loaded 2-core machine) had 64
+#: fastest and 128 within 1.2× of it, 32 at 2.2×: small blocks pay Python per tile.
 DEFAULT_BLOCK = 128
 
 #: Smallest and largest block sizes the window offers and the API accepts.
