@@ -88,8 +88,8 @@ class TiledReadout(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(self.text)
         events = session.events
-        listening = ((events.options, self._on_changed), (events.shape, self._on_changed))
-        listening += ((events.values, self._on_changed),)
+        watched = (events.options, events.shape, events.values)
+        listening = tuple((event, self._on_changed) for event in watched)
         for event, callback in listening:
             event.connect(callback)
         # The session outlives the panel: when the read-out goes, it stops listening.
