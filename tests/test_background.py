@@ -24,7 +24,7 @@ def test_timing_in_a_child_process_matches_the_inputs_shape():
     q = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
     job = in_process(time_strategies, query=q, key=q, repeats=2)
     results = job(lambda f, m: None, lambda: False)
-    assert set(results) == {"loop", "matmul", "batched"}
+    assert set(results) == {"loop", "matmul", "batched", "tiled"}
     assert results["batched"].flops == 2 * 2 * 5 * 5 * 3
 
 

@@ -54,3 +54,10 @@ def test_dequantize_bench_prints_every_type_equal_to_gguf():
         "F16",
     ]
     assert all(row[-1] == "yes" for row in rows), text
+
+
+def test_tiled_bench_prints_its_four_tables():
+    text = run_script("bench/tiled.py", "--quick")
+    for title in ("1. Peak extra memory", "2. Whole attention", "3. tiled / torch", "4. Tiled by"):
+        assert title in text
+    assert "crossover (causal)" in text

@@ -44,15 +44,16 @@ def broken(change) -> dict:
     return data
 
 
-def test_twelve_lessons_in_teaching_order():
+def test_thirteen_lessons_in_teaching_order():
     lessons = load_lessons()
-    assert len(lessons) == 12
-    assert [lesson.id[:2] for lesson in lessons] == [f"{n:02d}" for n in range(1, 13)]
+    assert len(lessons) == 13
+    assert [lesson.id[:2] for lesson in lessons] == [f"{n:02d}" for n in range(1, 14)]
     titles = [lesson.title for lesson in lessons]
     assert titles[0] == "One score is a dot product"
-    assert titles[-4] == "Scaling up"
-    assert titles[-3] == "Length and direction"
-    assert titles[-2:] == ["Heads that share keys", "Writing one token at a time"]
+    assert titles[-5] == "Scaling up"
+    assert titles[-4] == "Length and direction"
+    assert titles[-3:-1] == ["Heads that share keys", "Writing one token at a time"]
+    assert titles[-1] == "Attention without the grid"
     assert all(lesson.summary for lesson in lessons)
 
 

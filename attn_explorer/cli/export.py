@@ -4,6 +4,8 @@
                          [--format png|svg|csv|npz] [--width PX]
     attn-explorer export --example worked --out DIR ...
     attn-explorer export --model FOLDER|FILE.gguf --text "..." [--text-pair "..."] --out DIR
+    attn-explorer export --model FILE.gguf --text-file FILE --layer L --head H --stage weights
+                         --format npz --out DIR     (one head: one .npz, L and H from 1)
 
 Prints each path written, one per line. User errors print one line on stderr
 and exit with status 2; no traceback. Qt runs offscreen when there is no display.
@@ -53,6 +55,15 @@ def _parser() -> argparse.ArgumentParser:
         "--model", metavar="PATH", help="a BERT model folder or a .gguf decoder file (with --text)"
     )
     parser.add_argument("--text", help="the text to run through --model")
+    parser.add_argument(
+        "--text-file", metavar="FILE", help="read the text for --model from FILE (UTF-8, as is)"
+    )
+    parser.add_argument(
+        "--layer", type=int, metavar="L", help="with --head: export only this layer (from 1)"
+    )
+    parser.add_argument(
+        "--head", type=int, metavar="H", help="with --layer: export only this head (from 1)"
+    )
     parser.add_argument("--text-pair", help="a second text for --model (sentence pairs)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
     parser.add_argument("--stage", choices=STAGES, help="pipeline stage (default: the session's)")
@@ -61,7 +72,13 @@ def _parser() -> argparse.ArgumentParser:
         default="montage",
         help="montage (one figure, default), all (one file each), current, or numbers like 1,3",
     )
-    parser.add_argument("--format", choices=EXPORT_FORMATS, default="png", help="file format (png)")
+    parser.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        default=None,
+        dest="format_given",
+        help="file format (png; npz for one model head)",
+    )
     parser.add_argument("--width", type=int, default=1600, metavar="PX", help="image width (1600)")
     return parser
 
@@ -144,9 +161,61 @@ def _check_cost(session: Session, args: argparse.Namespace) -> None:
     )
 
 
+def _model_text(args: argparse.Namespace) -> str:
+    """The text for --model: --text, or the contents of --text-file exactly as written."""
+    if args.text is not None and args.text_file is not None:
+        raise ExportCommandError("give --text or --text-file, not both")
+    if args.text_file is None:
+        if not args.text:
+            raise ExportCommandError('--model needs --text "..." (the text to run through it)')
+        return str(args.text)
+    from attn_explorer.cli.model_export import read_text_file
+
+    try:
+        return read_text_file(args.text_file)
+    except ValueError as exc:
+        raise ExportCommandError(f"--text-file: {exc}") from None
+    except OSError as exc:
+        from attn_explorer.state.storage.safe_files import os_error_reason
+
+        raise ExportCommandError(
+            f"--text-file: cannot read {args.text_file}: {os_error_reason(exc)}"
+        ) from None
+
+
+def _head_export(args: argparse.Namespace, text: str) -> list[Path]:
+    """--layer L --head H: one head of one layer as one .npz."""
+    from attn_explorer.cli.model_export import run_head_export
+
+    if args.layer is None or args.head is None:
+        raise ExportCommandError("--layer and --head go together (both numbered from 1)")
+    fmt = "npz" if args.format_given is None else args.format_given
+    try:
+        return run_head_export(
+            args.model,
+            text,
+            Path(args.out),
+            layer=args.layer,
+            head=args.head,
+            stage=args.stage or "weights",
+            fmt=fmt,
+        )
+    except ValueError as exc:
+        raise ExportCommandError(f"--model: {exc}") from None
+    except OSError as exc:
+        from attn_explorer.state.storage.safe_files import os_error_reason
+
+        raise ExportCommandError(
+            f"could not write into {args.out}: {os_error_reason(exc)}"
+        ) from None
+
+
 def _model_export(args: argparse.Namespace) -> list[Path]:
-    if not args.text:
-        raise ExportCommandError('--model needs --text "..." (the text to run through it)')
+    text = _model_text(args)
+    if args.layer is not None or args.head is not None:
+        return _head_export(args, text)
+    if args.stage is not None:
+        raise ExportCommandError("--stage with --model needs --layer and --head (one head)")
     try:
         from attn_explorer.cli.model_export import run_model_export
     except ModuleNotFoundError as exc:
@@ -159,7 +228,7 @@ def _model_export(args: argparse.Namespace) -> list[Path]:
     try:
         return list(
             run_model_export(
-                args.model, args.text, Path(args.out), args.format, text_pair=args.text_pair
+                args.model, text, Path(args.out), args.format, text_pair=args.text_pair
             )
         )
     except ValueError as exc:  # ModelError, TextError and a bad format
@@ -175,6 +244,7 @@ def _model_export(args: argparse.Namespace) -> list[Path]:
 def _export(argv: Sequence[str]) -> list[Path]:
     args = _parser().parse_args(list(argv))
     check_output_path("--out", args.out)  # too long, or a newline in one-path-per-line output
+    args.format = args.format_given or "png"
     given = [name for name in ("session", "example", "model") if getattr(args, name)]
     if len(given) != 1:
         raise ExportCommandError(
@@ -183,8 +253,9 @@ def _export(argv: Sequence[str]) -> list[Path]:
         )
     if args.text_pair and not args.model:
         raise ExportCommandError("--text-pair is only used with --model")
-    if args.text and not args.model:
-        raise ExportCommandError("--text is only used with --model")
+    for flag in ("text", "text_file", "layer", "head"):
+        if getattr(args, flag) is not None and not args.model:
+            raise ExportCommandError(f"--{flag.replace('_', '-')} is only used with --model")
     if args.model:
         return _model_export(args)
     heads = parse_heads(args.heads)

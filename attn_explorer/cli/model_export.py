@@ -4,7 +4,10 @@
 and writes ``out_dir/<name>.npz`` (every array plus ``tokens``) or
 ``out_dir/<name>.png`` (the model view: a layers × heads montage of attention
 heatmaps, a :class:`~attn_explorer.state.views.figure.Figure` painted by the same
-:mod:`attn_explorer.render.figure` as every heatmap export). Qt is imported only inside
+:mod:`attn_explorer.render.figure` as every heatmap export). ``run_head_export``
+writes one head of one layer instead: ``out_dir/<name>_layer<L>_head<H>_<stage>.npz``
+holding that (T × T) float32 array and ``input_ids``. ``read_text_file`` reads a
+``--text-file`` as UTF-8, exactly as written. Qt is imported only inside
 the PNG path, so this module and the rest of ``attn_explorer.models`` stay free of Qt.
 Both are written atomically (``state.files.write_atomic``): a failed write, on a
 full disk say, leaves the previous file as it was.
@@ -27,6 +30,9 @@ from attn_explorer.state.storage.safe_files import write_atomic, write_atomic_wi
 from attn_explorer.state.views.figure import Figure, Panel
 
 FORMATS = ("npz", "png")
+
+#: Stages one head can be exported as (the arrays a model run keeps per head).
+HEAD_STAGES = ("weights", "scores")
 
 #: Longest file stem of an export (file systems allow 255 bytes per name).
 MAX_EXPORT_STEM = 100
@@ -140,3 +146,66 @@ def run_model_export(
     from attn_explorer.render.figure import render_png  # Qt only on the PNG path
 
     return [write_atomic(path, render_png(montage_figure(result, values), width))]
+
+
+def read_text_file(path: str | Path) -> str:
+    """The text of ``path`` decoded as UTF-8 exactly as written: no stripping, no newline
+    added or removed. ValueError, with the byte offset, when it is not UTF-8; OSError when
+    it cannot be read."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x}); "
+            "save it as UTF-8"
+        ) from None
+
+
+def head_array(result: ModelAttention, layer: int, head: int, stage: str) -> np.ndarray:
+    """One (T × T) float32 array of ``result``: ``stage`` of ``layer`` and ``head`` (from 1).
+
+    A decoder's weights are exactly 0 above the diagonal (a hidden key's weight).
+    """
+    n_layers, n_heads = result.weights.shape[:2]
+    for name, number, count in (("layer", layer, n_layers), ("head", head, n_heads)):
+        if not 1 <= number <= count:
+            raise ValueError(f"--{name} {number}: the model has {name}s 1 to {count}")
+    if stage not in HEAD_STAGES:
+        raise ValueError(f"--stage {stage}: one head exports as {' or '.join(HEAD_STAGES)}")
+    values = result.weights if stage == "weights" else result.scores
+    array = np.array(values[layer - 1, head - 1], dtype=np.float32)  # (T, T), a copy
+    if stage == "weights" and result.causal:
+        array[np.triu_indices_from(array, k=1)] = 0.0  # exact zeros, whatever rounding did
+    return array
+
+
+def run_head_export(
+    folder: str | Path,
+    text: str,
+    out_dir: str | Path,
+    *,
+    layer: int,
+    head: int,
+    stage: str = "weights",
+    fmt: str = "npz",
+) -> list[Path]:
+    """Run ``text`` through the model in ``folder`` and write one head as one ``.npz``.
+
+    The file holds ``stage`` (``weights`` or ``scores``, T × T float32, rows = query i,
+    columns = key j) of ``layer`` and ``head`` (both from 1) and ``input_ids`` (T,).
+    Returns ``[path]``. Raises ValueError for a bad folder, text, layer, head, stage or
+    format before anything is written, and OSError when the file cannot be written.
+    """
+    if fmt != "npz":
+        raise ValueError(f"format: one head exports as npz, not {fmt!r}")
+    if stage not in HEAD_STAGES:
+        raise ValueError(f"--stage {stage}: one head exports as {' or '.join(HEAD_STAGES)}")
+    check_text("text", text)
+    result = load_model(folder).attention(text)
+    array = head_array(result, layer, head, stage)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{export_name(result)}_layer{layer}_head{head}_{stage}.npz"
+    arrays = {stage: array, "input_ids": np.asarray(result.input_ids, dtype=np.int64)}
+    return [write_atomic_with(path, lambda stream: np.savez(stream, allow_pickle=False, **arrays))]

@@ -136,9 +136,9 @@ def _check_timing_process() -> str:
         results = job(lambda fraction, text: None, lambda: False)
     except Exception as exc:
         raise SelfTestError(f"timing in a child process failed: {exc}") from exc
-    if set(results) != {"loop", "matmul", "batched"}:
+    if set(results) != {"loop", "matmul", "batched", "tiled"}:
         raise SelfTestError(f"timing in a child process returned {sorted(results)}")
-    return "timing: loop, matmul and batched measured in a child process"
+    return "timing: loop, matmul, batched and tiled measured in a child process"
 
 
 def _check_png(path: Path) -> str:

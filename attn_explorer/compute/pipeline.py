@@ -19,6 +19,7 @@ import numpy as np
 
 from attn_explorer.compute.softmax import NonFiniteRows, softmax_rows
 from attn_explorer.compute.strategies import STRATEGY_FUNCTIONS, marked_source
+from attn_explorer.compute.tiled import DEFAULT_BLOCK, TiledResult, attention_tiled, check_block
 from attn_explorer.compute.validation import (
     as_float_array,
     check_limits,
@@ -28,7 +29,7 @@ from attn_explorer.compute.validation import (
 )
 from attn_explorer.compute.workspace import Workspace
 
-STRATEGIES = tuple(STRATEGY_FUNCTIONS)  # ("loop", "matmul", "batched"), in teaching order
+STRATEGIES = tuple(STRATEGY_FUNCTIONS)  # ("loop", "matmul", "batched", "tiled"), teaching order
 STAGES = ("scores", "scaled", "masked", "weights", "output")
 
 
@@ -178,6 +179,7 @@ def attention(
     causal: bool = False,
     mask: object | None = None,
     workspace: Workspace | None = None,
+    block: int = DEFAULT_BLOCK,
 ) -> AttentionResult:
     """Scaled dot-product attention, every stage kept (see the module docstring).
 
@@ -188,10 +190,21 @@ def attention(
     to the scores, True = keep. ``workspace`` lends the scores, weights and output
     arrays of an earlier call of the same shape once nothing refers to them any more
     (see :mod:`attn_explorer.compute.workspace`); the numbers are the same either way.
+
+    ``strategy="tiled"`` returns a :class:`~attn_explorer.compute.tiled.TiledResult`
+    instead (the same attributes): the output and each row's max and normaliser, computed
+    in ``block`` × ``block`` tiles without any (T_q × T_k) array; its key and value may
+    have fewer heads than the query (grouped-query attention). The typing says
+    AttentionResult for a plain ``str`` strategy; test ``isinstance(r, TiledResult)``.
     """
     if strategy not in STRATEGY_FUNCTIONS:
         raise ValueError(
             f"strategy: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}."
+        )
+    if strategy == "tiled":
+        # A TiledResult has AttentionResult's attributes, its grid stages derived on access.
+        return attention_tiled_result(  # type: ignore[return-value]
+            query, key, value, scale=scale, causal=causal, mask=mask, block=block
         )
     q, k = check_pair(query, key)
     v = None if value is None else _check_value(value, q, k)
@@ -231,4 +244,85 @@ def attention(
         keep=keep,
         fully_masked_rows=fully,
         strategy=strategy,
+    )
+
+
+def _check_grouped(query: object, key: object) -> tuple[np.ndarray, np.ndarray]:
+    """``check_pair`` for the tiled strategy: the key may have fewer heads (H a multiple
+    of H_kv), and no score-grid limit applies, since no grid is built."""
+    q = as_float_array("query", query)
+    k = as_float_array("key", key)
+    heads_fit = (
+        q.ndim == k.ndim
+        and q.shape[:-3] == k.shape[:-3]
+        and (q.ndim == 2 or (k.shape[-3] > 0 and q.shape[-3] % k.shape[-3] == 0))
+    )
+    if not heads_fit:
+        raise ValueError(
+            f"query {q.shape} and key {k.shape}: the key needs the query's batch dimensions "
+            "and a number of heads that divides the query's (grouped-query attention)."
+        )
+    q4, k4 = to_4d(q), to_4d(k)
+    check_pair(q4[:, :1], k4[:, :1])  # dimensions, d, limits and values of one head each
+    for name, array in (("query", q), ("key", k)):
+        check_limits(name, array.shape)
+        check_values(name, array)
+    if q.dtype != k.dtype:
+        common = np.result_type(q.dtype, k.dtype)
+        q, k = q.astype(common), k.astype(common)
+    return q, k
+
+
+def attention_tiled_result(
+    query: object,
+    key: object,
+    value: object,
+    *,
+    scale: bool | float = True,
+    causal: bool = False,
+    mask: object | None = None,
+    block: int = DEFAULT_BLOCK,
+) -> TiledResult:
+    """``attention(..., strategy="tiled")``: checked inputs in, a :class:`TiledResult` out."""
+    block = check_block(block)
+    if value is None:
+        raise ValueError("value: the tiled strategy computes the output, so it needs a value.")
+    q, k = _check_grouped(query, key)
+    v = _check_value(value, k, k)
+    if v.dtype != q.dtype:
+        q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    factor = _scale_factor(scale, q.shape[-1])
+    causal = _check_flag("causal", causal)
+    user = _combine_keep(t_q, t_k, False, mask, (*q.shape[:-1], t_k))
+    q4 = to_4d(q)
+    keep4 = None if user is None else np.broadcast_to(user, (*q.shape[:-1], t_k))
+    if keep4 is not None:
+        keep4 = keep4.reshape(*q4.shape[:-1], t_k)  # (B, H, T_q, T_k): a view
+    with np.errstate(over="raise", invalid="raise"):
+        try:
+            output, row_max, row_sum = attention_tiled(
+                q4, to_4d(k), to_4d(v), factor, causal=causal, keep=keep4, block=block
+            )
+        except FloatingPointError:
+            raise ValueError(
+                f"scores: S · scale is not finite (scale = {factor:g}, {q.dtype}); use a "
+                "smaller scale or smaller query/key values."
+            ) from None
+    keep = causal_keep(t_q, t_k) if causal and user is None else None
+    if causal and user is not None:
+        keep = causal_keep(t_q, t_k) & user
+    elif user is not None:
+        keep = user
+    lead = q.shape[:-1]  # (…, T_q)
+    return TiledResult(
+        output=output.reshape(*lead, v.shape[-1]),
+        row_max=row_max.reshape(lead),
+        row_sum=row_sum.reshape(lead),
+        scale=factor,
+        keep=keep,
+        fully_masked_rows=(row_sum == 0).reshape(lead),
+        block=block,
+        query=q,
+        key=k,
     )

@@ -1,4 +1,4 @@
-"""Three ways to compute the score grid S = Q Kᵀ for every (batch, head).
+"""Ways to compute the score grid S = Q Kᵀ for every (batch, head).
 
 Each strategy takes ``query`` shaped ``(B, H, T_q, d)`` and ``key`` shaped
 ``(B, H, T_k, d)`` (already validated and brought to four dimensions by
@@ -7,7 +7,9 @@ in the input dtype. They differ only in *how* the same numbers are produced:
 
 * ``loop``    — the seed article's triple loop, wrapped in loops over batch and head;
 * ``matmul``  — one matrix product per (batch, head): the heads are still a Python loop;
-* ``batched`` — one batched matrix product: the head dimension enters the call itself.
+* ``batched`` — one batched matrix product: the head dimension enters the call itself;
+* ``tiled``   — block by block (:mod:`attn_explorer.compute.tiled`, whose attention never
+  holds the whole grid: it keeps a running max and normaliser per row instead).
 
 The text between the ``# [strategy ...]`` markers is shown verbatim in the app's
 code panel and stepper, so it is written to be read.
@@ -19,6 +21,8 @@ import inspect
 import sys
 
 import numpy as np
+
+from attn_explorer.compute.tiled import scores_tiled
 
 
 def scores_loop(query: np.ndarray, key: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -82,6 +86,9 @@ STRATEGY_FUNCTIONS = {
     "loop": scores_loop,
     "matmul": scores_matmul,
     "batched": scores_batched,
+    # The fourth computes the whole attention in tiles (compute/tiled.py); asked for the
+    # scores alone, it assembles the grid from the tiles it would compute one at a time.
+    "tiled": scores_tiled,
 }
 
 
@@ -105,4 +112,5 @@ def strategy_source(strategy: str) -> str:
     """
     if strategy not in STRATEGY_FUNCTIONS:
         raise KeyError(strategy)
-    return marked_source(__name__, f"strategy {strategy}")
+    module = "attn_explorer.compute.tiled" if strategy == "tiled" else __name__
+    return marked_source(module, f"strategy {strategy}")

@@ -6,8 +6,10 @@ can run it in a worker thread and cancel it, and the benchmark can run it as is.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from attn_explorer.compute.strategies import STRATEGY_FUNCTIONS, scores_loop
+from attn_explorer.compute.tiled import DEFAULT_BLOCK, attention_tiled
 from attn_explorer.compute.validation import check_pair, to_4d
 
 
@@ -49,7 +52,46 @@ def call_counts(query_shape: Sequence[int], key_shape: Sequence[int]) -> dict[st
         "loop": f"{visits * d:,} multiply-adds in {visits:,} body visits",
         "matmul": f"{b * h:,} matmul call{'s' if b * h != 1 else ''} (1 per head)",
         "batched": "1 batched matmul call",
+        "tiled": (
+            f"{math.ceil(t_q / DEFAULT_BLOCK) * math.ceil(t_k / DEFAULT_BLOCK):,} tiles of "
+            f"{DEFAULT_BLOCK}×{DEFAULT_BLOCK}, each with its softmax and @ V: the whole "
+            "attention, never the T×T grid"
+        ),
     }
+
+
+def timed_function(name: str, dim: int) -> Callable[[np.ndarray, np.ndarray], object]:
+    """What timing runs for strategy ``name`` on (B, H, T, d) query and key.
+
+    The score strategies compute Q Kᵀ. The tiled strategy exists to never hold that grid,
+    so its scores alone mean nothing: it runs the whole attention (scores, softmax and
+    the output, with V = K), which does more work than the others are timed for.
+    """
+    if name != "tiled":
+        return STRATEGY_FUNCTIONS[name]
+    factor = 1.0 / math.sqrt(dim)
+    return lambda q4, k4: attention_tiled(q4, k4, k4, factor, block=DEFAULT_BLOCK)
+
+
+def peak_bytes(func: Callable[[], object]) -> int:
+    """Bytes allocated at the peak of one call of ``func`` beyond what was held before it
+    (numpy reports its arrays to tracemalloc): what a strategy holds while it runs."""
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        func()
+        return max(0, tracemalloc.get_traced_memory()[1] - before)
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+
+
+#: The loop strategy's memory is measured only when one call is predicted this quick
+#: (tracemalloc slows each Python float it allocates).
+LOOP_MEMORY_SECONDS = 0.05
 
 
 _loop_seconds_per_mac: float | None = None
@@ -123,6 +165,8 @@ class TimingResult:
     repeats: int
     flops: int
     estimated: bool = False
+    #: Peak bytes one call allocates (see :func:`peak_bytes`); NaN when not measured.
+    peak_bytes: float = float("nan")
 
     @property
     def gflops(self) -> float:
@@ -133,12 +177,13 @@ class TimingResult:
 def time_strategies(
     query: object,
     key: object,
-    strategies: Sequence[str] = ("loop", "matmul", "batched"),
+    strategies: Sequence[str] = ("loop", "matmul", "batched", "tiled"),
     *,
     repeats: int = 5,
     warmup: int = 1,
     loop_budget: float = LOOP_BUDGET.timing,
     min_seconds: float = 0.05,
+    memory: bool = True,
     progress: Callable[[float, str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, TimingResult]:
@@ -148,7 +193,8 @@ def time_strategies(
     run: its result is the estimate, marked ``estimated=True``. Fast calls are
     repeated until ``min_seconds`` elapse so the median is not timer noise.
     ``progress(fraction, message)`` is called between calls; ``should_stop()``
-    returning True raises :class:`Cancelled`.
+    returning True raises :class:`Cancelled`. ``memory`` measures each strategy's
+    peak bytes in one more, untimed call (:attr:`TimingResult.peak_bytes`).
     """
     unknown = [name for name in strategies if name not in STRATEGY_FUNCTIONS]
     if unknown:
@@ -186,7 +232,7 @@ def time_strategies(
             progress(done / steps, message)
 
     for name in strategies:
-        func = STRATEGY_FUNCTIONS[name]
+        func = timed_function(name, q4.shape[-1])
         if name == "loop":
             eta = estimate_loop_seconds(q.shape, k.shape)
             if eta > loop_budget:
@@ -210,6 +256,11 @@ def time_strategies(
                     raise Cancelled("timing cancelled")
             samples.append(elapsed / calls)
             tick(f"{name}: run {len(samples)} of {repeats}")
+        held = float("nan")
+        if memory and (
+            name != "loop" or estimate_loop_seconds(q.shape, k.shape) <= LOOP_MEMORY_SECONDS
+        ):
+            held = float(peak_bytes(lambda: func(q4, k4)))  # noqa: B023 (run at once)
         results[name] = TimingResult(
             name,
             statistics.median(samples),
@@ -217,6 +268,7 @@ def time_strategies(
             max(samples),
             repeats,
             total_flops,
+            peak_bytes=held,
         )
     return results
 
@@ -237,11 +289,14 @@ def sweep_tokens(
     """Time every strategy on random float32 inputs at each T of ``tokens`` (H, d fixed).
 
     Returns ``{"tokens": [...], "loop": [...], "matmul": [...], "batched": [...],
-    "loop_estimated": [...]}`` with median seconds; a loop over ``loop_budget`` is estimated.
+    "tiled": [...], "loop_estimated": [...]}`` with median seconds (a loop over
+    ``loop_budget`` is estimated), and ``"<strategy>_bytes"`` lists of peak bytes held
+    (NaN where not measured).
     """
     rng = np.random.default_rng(0)
     out: dict[str, list[Any]] = {"tokens": [], "loop_estimated": []}
     out.update({name: [] for name in STRATEGY_FUNCTIONS})
+    out.update({f"{name}_bytes": [] for name in STRATEGY_FUNCTIONS})
     for n, t in enumerate(tokens):
         if should_stop is not None and should_stop():
             raise Cancelled("sweep cancelled")
@@ -250,6 +305,7 @@ def sweep_tokens(
         res = time_strategies(
             q,
             k,
+            tuple(STRATEGY_FUNCTIONS),
             repeats=3,
             warmup=1,
             loop_budget=loop_budget,
@@ -259,6 +315,7 @@ def sweep_tokens(
         out["tokens"].append(t)
         for name in STRATEGY_FUNCTIONS:
             out[name].append(res[name].median)
+            out[f"{name}_bytes"].append(res[name].peak_bytes)
         out["loop_estimated"].append(res["loop"].estimated)
         if progress is not None:
             progress((n + 1) / len(tokens), f"T = {t}")

@@ -30,6 +30,7 @@ STRATEGY_SUMMARIES = {
     "loop": "loop (one multiply-add at a time)",
     "matmul": "matmul (one call per head)",
     "batched": "batched (one call for all heads)",
+    "tiled": "tiled (online softmax, block by block)",
 }
 
 #: A strategy explained in a tooltip (the key that chooses it is added by the caller).
@@ -37,4 +38,8 @@ STRATEGY_TIPS = {
     "loop": "Nested Python loops over (b, h, i, j, d): one multiply-add at a time",
     "matmul": "One q @ k.T per head: a Python loop over heads, BLAS inside",
     "batched": "One batched matmul over every head at once: no Python loop",
+    "tiled": (
+        "FlashAttention's online softmax: query and key blocks, a running max m, "
+        "normaliser ℓ and output per row; never the whole T×T grid"
+    ),
 }

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES
+from attn_explorer.compute.tiled import DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK
 from attn_explorer.compute.validation import MAX_ABS_VALUE
 from attn_explorer.state.colormaps import COLORMAPS
 
@@ -44,6 +45,8 @@ class Options:
     granularity: str = "multiply-add"
     step: int = -1
     predict: bool = False
+    #: Query rows and key columns of one tile of the tiled strategy.
+    block: int = DEFAULT_BLOCK
 
     def colormap_for(self, stage: str) -> str:
         """The colour map ``stage`` is drawn with: sequential (0..1) for the softmax
@@ -79,6 +82,8 @@ class Options:
                 isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral)
             ):
                 raise ValueError(f"{f.name}: expected a whole number, got {value!r}.")
+        if not MIN_BLOCK <= self.block <= MAX_BLOCK:
+            raise ValueError(f"block: {self.block} is outside {MIN_BLOCK}..{MAX_BLOCK}.")
         if self.seed < 0:
             raise ValueError(f"seed: {self.seed} is negative; use 0 or more.")
         if self.step < -1:

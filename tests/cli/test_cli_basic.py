@@ -28,8 +28,8 @@ def test_help_lists_subcommands():
 def test_scores_worked_example_prints_S_for_each_strategy():
     result = run("scores", "--example", "worked")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]") == 3
-    for name in ("loop", "matmul", "batched"):
+    assert result.stdout.count("S = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]") == 4
+    for name in ("loop", "matmul", "batched", "tiled"):
         assert f"{name} (" in result.stdout
 
 

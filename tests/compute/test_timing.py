@@ -61,7 +61,7 @@ def test_time_strategies_reports_each():
     results = time_strategies(
         SMALL, SMALL, repeats=3, min_seconds=0.001, progress=lambda f, m: calls.append((f, m))
     )
-    assert set(results) == {"loop", "matmul", "batched"}
+    assert set(results) == {"loop", "matmul", "batched", "tiled"}
     for name, result in results.items():
         assert isinstance(result, TimingResult) and result.strategy == name
         assert 0 < result.minimum <= result.median <= result.maximum
@@ -70,7 +70,7 @@ def test_time_strategies_reports_each():
         assert result.gflops == pytest.approx(result.flops / result.median / 1e9)
     fractions = [f for f, _ in calls]
     assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
-    assert len(calls) == 3 * (1 + 3)  # one warm-up and three repeats each
+    assert len(calls) == 4 * (1 + 3)  # one warm-up and three repeats each
     assert any("batched" in message for _, message in calls)
 
 
@@ -118,3 +118,26 @@ def test_cancel_from_another_thread():
     stop.set()
     worker.join(timeout=10)
     assert outcome == ["cancelled"]
+
+
+def test_peak_memory_tiled_holds_no_grid():
+    """The memory column: batched holds the (H, T, T) scores, tiled only tiles and output."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 4, 512, 16)).astype(np.float32)
+    results = time_strategies(q, q, ("batched", "tiled"), repeats=1, warmup=0, min_seconds=0)
+    grid = 4 * 512 * 512 * 4
+    assert results["batched"].peak_bytes >= grid
+    assert results["tiled"].peak_bytes < grid / 4
+    none = time_strategies(q, q, ("batched",), repeats=1, warmup=0, min_seconds=0, memory=False)
+    assert np.isnan(none["batched"].peak_bytes)
+
+
+def test_sweep_reports_time_and_memory_for_every_strategy():
+    from attn_explorer.compute.timing import sweep_tokens
+
+    sweep = sweep_tokens(2, 4, tokens=(8, 512), loop_budget=0.05)
+    for name in ("loop", "matmul", "batched", "tiled"):
+        assert len(sweep[name]) == 2 and len(sweep[f"{name}_bytes"]) == 2
+    assert sweep["batched_bytes"][1] >= 2 * 512 * 512 * 4  # the (H, T, T) float32 scores
+    assert sweep["tiled_bytes"][1] < sweep["batched_bytes"][1] / 4  # output + tiles
+    assert np.isnan(sweep["loop_bytes"][1])  # a loop too slow to trace is not measured

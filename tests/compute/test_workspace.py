@@ -27,7 +27,8 @@ def test_same_numbers_with_and_without_a_workspace(strategy, causal):
             np.testing.assert_array_equal(lent.stage(stage), plain.stage(stage))
             assert lent.stage(stage).dtype == np.float32
         del lent
-    assert workspace.reused >= 2
+    # The tiled strategy holds no grid, so it has no work arrays to borrow.
+    assert workspace.reused >= 2 if strategy != "tiled" else workspace.reused == 0
 
 
 def test_a_held_result_is_never_overwritten():

@@ -841,7 +841,7 @@ def test_results_agreement_and_provenance(session, results):
     assert results.agreement_pending
     assert "Checking that the other strategies agree" in results.provenance()
     assert results.accept_agreement(request.revision, request.agreement())
-    assert set(results.diffs) == {"loop", "matmul"}
+    assert set(results.diffs) == {"loop", "matmul", "tiled"}
     assert max(results.diffs.values()) == 0.0
     assert "they agree" in results.provenance()
     assert "computed with <b>batched</b>" in results.provenance()

@@ -83,15 +83,17 @@ def test_each_strategy_gives_identical_results(qtbot, window):
         assert f"computed with <b>{name}</b>" in window.code_panel.provenance.text()
     np.testing.assert_allclose(results["loop"], results["batched"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(results["matmul"], results["batched"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(results["tiled"], results["batched"], rtol=1e-12, atol=1e-12)
     qtbot.waitUntil(lambda: bool(window.results.diffs), timeout=5000)  # checked in the background
-    assert set(window.results.diffs) == {"loop", "matmul"}
+    assert set(window.results.diffs) == {"loop", "matmul", "batched"}  # tiled was chosen last
     assert max(window.results.diffs.values()) < 1e-9
     assert "they agree" in window.code_panel.provenance.text()
 
 
-def test_keys_1_2_3_switch_strategy(qtbot, window):
+def test_keys_1_2_3_4_switch_strategy(qtbot, window):
     window.heatmaps.setFocus()
-    for key, name in zip((Qt.Key.Key_1, Qt.Key.Key_2, Qt.Key.Key_3), STRATEGIES, strict=True):
+    keys = (Qt.Key.Key_1, Qt.Key.Key_2, Qt.Key.Key_3, Qt.Key.Key_4)
+    for key, name in zip(keys, STRATEGIES, strict=True):
         window.menu_actions.strategies[name].trigger()
         assert window.session.options.strategy == name
         assert window.menu_actions.strategies[name].shortcut().toString() == chr(key)
@@ -100,14 +102,15 @@ def test_keys_1_2_3_switch_strategy(qtbot, window):
 def test_code_panel_shows_the_compute_source(window):
     import inspect
 
-    from attn_explorer.compute import strategies
+    from attn_explorer.compute import strategies, tiled
 
-    source = inspect.getsource(strategies)
     for name in STRATEGIES:
+        source = inspect.getsource(tiled if name == "tiled" else strategies)
         window.commands.set_strategy(name)
         text = window.code_panel.code.toPlainText()
         assert text.strip()
-        for line in text.splitlines():
+        code = text.split("\n\n# The grid on screen")[0]  # tiled: a note on the shown grid
+        for line in code.splitlines():
             assert line.strip() in source
     window.commands.set_strategy("loop")
     assert "total += Q[i][d] * K[j][d]" in window.code_panel.code.toPlainText()

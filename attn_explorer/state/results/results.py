@@ -36,6 +36,7 @@ from attn_explorer.compute import (
     attention_scores,
     estimate_loop_seconds,
 )
+from attn_explorer.compute.tiled import DEFAULT_BLOCK
 from attn_explorer.state.events import Event
 from attn_explorer.state.formatting import format_seconds
 from attn_explorer.state.types import MATRICES
@@ -85,6 +86,7 @@ class ComputeRequest:
     scale: bool
     causal: bool
     loop_seconds: float  # the loop's predicted time on this shape
+    block: int = DEFAULT_BLOCK  # the tiled strategy's tile size
     budget: LoopBudget = field(default=LOOP_BUDGET, repr=False)
     stage: str = "scores"  # the stage on screen: its preview is made with the result
     batch_index: int = 0
@@ -151,6 +153,7 @@ class ComputeRequest:
                 scale=self.scale,
                 causal=self.causal,
                 workspace=self.workspace,
+                block=self.block,
             )
         outcome = ComputedResult(
             self.revision,
@@ -348,6 +351,7 @@ class Results:
             scale=s.options.scale,
             causal=s.options.causal,
             loop_seconds=estimate_loop_seconds(query.shape, key.shape),
+            block=s.options.block,
             budget=self.budget,
             stage=s.options.stage,
             batch_index=min(s.options.batch_index, query.shape[0] - 1),

@@ -89,14 +89,14 @@ class Stepper:
         """The unit of one step: the loop's granularity, ``"head"`` for matmul, ``"all"``."""
         if self.strategy == "matmul":
             return "head"
-        if self.strategy == "batched":
+        if self.strategy in ("batched", "tiled"):  # tiled: its key blocks step in TiledReadout
             return "all"
         return self.session.options.granularity
 
     @property
     def unit_size(self) -> int:
         """Multiply-adds covered by one step."""
-        if self.strategy == "batched":
+        if self.strategy in ("batched", "tiled"):
             return len(self._trace)
         if self.strategy == "matmul":
             return self._trace.unit_size("head")

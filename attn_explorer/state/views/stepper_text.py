@@ -64,6 +64,9 @@ def describe(
             "batch": batch,
             "working": f"S[head {head + 1}] = Q Kᵀ: ({t_q}×{d}) @ ({d}×{t_k}) → {t_q}×{t_k}",
         }
+    elif cursor >= 0 and strategy == "tiled":
+        counter = "tiled: every tile done · step its key blocks in the tiled read-out below"
+        fields_ = {"working": "output = O / ℓ for every query block (no T×T grid held)"}
     elif cursor >= 0:
         n = batches * heads
         counter = f"batched call 1 of 1 · all {n} head{'s' if n != 1 else ''} in one call"
@@ -102,6 +105,8 @@ def code_lines(frame: Frame | None) -> tuple[int | None, int | None]:
         return _code_line("matmul", " @ "), None
     if frame.strategy == "batched":
         return _code_line("batched", "np.matmul"), None
+    if frame.strategy == "tiled":
+        return _code_line("tiled", "acc += p @"), None
     store = _code_line("loop", "scores[i][j] = total")
     if frame.granularity == "multiply-add":
         complete = frame.step is not None and frame.step.cell_complete

@@ -78,6 +78,12 @@ class CodePanel(QWidget):
         if stage == "masked" and not self.session.options.causal:
             # nothing is hidden: the masked scores are the scaled ones
             extra = _stage_source("scaled") + "\n# no mask (causal is off): masked = scaled"
+        if name == "tiled":  # its lines hold the softmax and the output already
+            extra = ""
+            text += (
+                "\n\n# The grid on screen was never held: it is rebuilt from the same tiles,"
+                "\n# weights = exp(score · scale − m) / ℓ with each row's kept m and ℓ."
+            )
         if extra:
             text += f"\n\n# then {STAGE_NAMES[stage]} (compute/pipeline.py):\n{extra}"
         if self.code.toPlainText() != text:
@@ -91,6 +97,8 @@ class CodePanel(QWidget):
             f"(T={t}, d={d}) @ (d={d}, T={t}).",
             "batched": f"The head dimension enters the call: one matmul on (B={b}, H={h}, T={t}, "
             f"d={d}) @ (B={b}, H={h}, d={d}, T={t}) → (B={b}, H={h}, T={t}, T={t}).",
+            "tiled": f"Blocks of {self.session.options.block} query rows meet blocks of as many "
+            f"keys: one tile per (B={b}, H={h}) at a time, never the T×T = {t * t:,}-cell grid.",
         }[name]
         self.where.setText(where)
 

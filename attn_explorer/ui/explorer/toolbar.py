@@ -19,12 +19,13 @@ from PySide6.QtWidgets import (
 )
 
 from attn_explorer.compute import STAGES, STRATEGIES
+from attn_explorer.compute.tiled import MAX_BLOCK, MIN_BLOCK
 from attn_explorer.state import Session
 from attn_explorer.state.labels import STAGE_NAMES, STRATEGY_TIPS
 
 
 class StrategyToggle(QWidget):
-    """A segmented control: loop | matmul | batched."""
+    """A segmented control: loop | matmul | batched | tiled, and the tiled strategy's block."""
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -44,13 +45,25 @@ class StrategyToggle(QWidget):
             self.group.addButton(button, n)
             layout.addWidget(button)
             self.buttons[name] = button
+        self.block = QSpinBox()
+        self.block.setRange(MIN_BLOCK, MAX_BLOCK)
+        self.block.setPrefix("block ")
+        self.block.setToolTip(
+            "Query rows and key columns of one tile of the tiled strategy (used when tiled)"
+        )
+        layout.addSpacing(4)
+        layout.addWidget(self.block)
         self.group.idToggled.connect(self._on_strategy_changed)
+        self.block.valueChanged.connect(lambda v: session.set_option("block", v))
         session.events.options.connect(lambda name: self.set_strategy(session.options.strategy))
         self.set_strategy(session.options.strategy)
 
     def set_strategy(self, name: str) -> None:
         with QSignalBlocker(self.group):
             self.buttons[name].setChecked(True)
+        with QSignalBlocker(self.block):
+            self.block.setValue(self.session.options.block)
+            self.block.setEnabled(name == "tiled")
 
     def _on_strategy_changed(self, button_id: int, checked: bool) -> None:
         if checked:

@@ -94,6 +94,9 @@ class StepperControls(QWidget):
         self._build_predict_row()
         left.addWidget(self.predict_row)
         left.addWidget(self.predict_label)
+        self.tiled_slot = QVBoxLayout()  # the tiled strategy's key-block read-out (the panel's)
+        self.tiled_slot.setContentsMargins(0, 0, 0, 0)
+        left.addLayout(self.tiled_slot)
         left.addLayout(self._build_summary_row(), 1)
         self.export_button = QPushButton("Export frame…")
         self.export_button.setToolTip(

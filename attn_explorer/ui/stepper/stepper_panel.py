@@ -36,6 +36,7 @@ from attn_explorer.ui.stepper.stepper_widgets import (
     abbreviate_sum,
     save_widget_png,
 )
+from attn_explorer.ui.stepper.tiled_readout import TiledReadout
 
 SLIDER_STEPS = 100_000  # the scrub slider's resolution for runs longer than this
 RIGHT_COLOUR = "#1a7f37"
@@ -70,6 +71,8 @@ class StepperPanel(StepperControls):
         super().__init__(parent, measure_times=measure_times)
         self.session = session
         self.stepper = stepper
+        self.tiled_readout = TiledReadout(session)  # shown while the strategy is tiled
+        self.tiled_slot.addWidget(self.tiled_readout)
         self.export_frame_callback: Callable[[], None] = self.export_frame_default
         self._playing = False
         self._resume_after_answer = False

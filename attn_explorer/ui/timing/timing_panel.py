@@ -16,10 +16,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QComboBox,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -36,8 +38,14 @@ from attn_explorer.compute.timing import sweep_tokens, time_strategies
 from attn_explorer.state import Session
 from attn_explorer.state.formatting import format_seconds
 from attn_explorer.ui.common.workers import LatestRunner
+from attn_explorer.ui.timing.memory_chart import MemoryChart, format_bytes, memory_summary
 
-COLOURS = {"loop": (230, 97, 1), "matmul": (94, 60, 153), "batched": (27, 158, 119)}
+COLOURS = {
+    "loop": (230, 97, 1),
+    "matmul": (94, 60, 153),
+    "batched": (27, 158, 119),
+    "tiled": (33, 113, 181),
+}
 
 
 #: Shown on a chart until its first measurement arrives.
@@ -188,7 +196,22 @@ class TimingPanel(QWidget):
         buttons.addWidget(self.progress, 1)
         charts = QHBoxLayout()
         charts.addWidget(self.bars, 1)
-        charts.addWidget(self.scaling, 1)
+        # The sweep's time and memory charts share one place; a choice in the button row
+        # (a tab bar would take a short dock's height from the chart) picks which is shown.
+        self.memory = MemoryChart(COLOURS, DecadeAxis)  # peak bytes vs T, filled by the sweep
+        self.sweep_charts = QStackedWidget()
+        self.sweep_charts.addWidget(self.scaling)
+        self.sweep_charts.addWidget(self.memory)
+        self.sweep_charts.setMinimumHeight(140)  # as each chart: the dock keeps room for it
+        self.sweep_view = QComboBox()
+        self.sweep_view.addItems(["sweep: time", "sweep: peak memory"])
+        self.sweep_view.setToolTip(
+            "Which chart of the scaling sweep is shown: time per call, or the peak bytes "
+            "each strategy holds (T² for the grid, T·d for tiled)"
+        )
+        self.sweep_view.currentIndexChanged.connect(self.sweep_charts.setCurrentIndex)
+        buttons.insertWidget(buttons.count() - 1, self.sweep_view)  # before the progress bar
+        charts.addWidget(self.sweep_charts, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(buttons)
@@ -290,6 +313,11 @@ class TimingPanel(QWidget):
                 f"{s}: {format_seconds(results[s].median)}"
                 + (" (estimated)" if results[s].estimated else f", {results[s].gflops:.3g} GFLOP/s")
                 + f" — {counts[s]}"
+                + (
+                    f", peak {format_bytes(results[s].peak_bytes)} held"
+                    if math.isfinite(results[s].peak_bytes)
+                    else ""
+                )
                 for s in names
             ),
             speedup_text(results),
@@ -314,7 +342,8 @@ class TimingPanel(QWidget):
         self.scaling.clear()
         self.legend.clear()
         tokens = np.array(sweep["tokens"], dtype=float)
-        for s in STRATEGIES:
+        shown = [s for s in STRATEGIES if s in sweep]
+        for s in shown:
             times = np.array(sweep[s], dtype=float)
             pen = pg.mkPen(COLOURS[s], width=2)
             if s == "loop":
@@ -340,7 +369,7 @@ class TimingPanel(QWidget):
                 self._curve(tokens, times, pen=pen, symbol="o", symbolBrush=COLOURS[s], name=s)
         # Whole decades of time, and a margin beside the first and last T: no point sits
         # on the frame and the decade labels at the ends have room.
-        seconds = np.log10(np.clip([sweep[s] for s in STRATEGIES], 1e-12, None))
+        seconds = np.log10(np.clip([sweep[s] for s in shown], 1e-12, None))
         self.scaling.setYRange(math.floor(seconds.min()), math.ceil(seconds.max()), padding=0)
         x_low, x_high = np.log10(tokens.min()), np.log10(tokens.max())
         self.scaling.setXRange(x_low - 0.15, x_high + 0.15, padding=0)
@@ -350,6 +379,8 @@ class TimingPanel(QWidget):
             f"At T = {int(tokens[last])} the loop takes {format_seconds(sweep['loop'][last])}"
             f"{' (estimated)' if sweep['loop_estimated'][last] else ''} and batched "
             f"{format_seconds(sweep['batched'][last])}: batched is {ratio:,.0f}× faster. "
-            "All three grow as T² (the grid has T×T cells); the loop pays Python's cost on every "
-            "multiply-add, matmul once per head, batched once in total."
+            "Q Kᵀ grows as T² (the grid has T×T cells); the loop pays Python's cost on every "
+            "multiply-add, matmul once per head, batched once in total. Tiled is timed for the "
+            "whole attention, tile by tile, and holds no T×T grid. " + memory_summary(sweep)
         )
+        self.memory.show_sweep(sweep)

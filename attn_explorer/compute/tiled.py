@@ -1,0 +1,244 @@
+"""The fourth strategy: exact attention in tiles, with an online softmax.
+
+FlashAttention's Algorithm 1 (Dao et al., 2022) in numpy. The queries are cut into
+blocks of ``block`` rows and the keys into blocks of ``block`` columns. Each query
+block keeps three running quantities per row while the key blocks arrive one by one:
+
+* ``m``  — the largest scaled score seen so far (the softmax's shift);
+* ``ℓ``  — the normaliser, Σ exp(score − m) over the keys seen so far;
+* ``O``  — the accumulator, Σ exp(score − m) · value over the keys seen so far.
+
+When a key block raises a row's max from ``m`` to ``m_new``, everything summed so far
+was shifted by the old max, so ``ℓ`` and ``O`` are multiplied by exp(m − m_new) before
+the block's own terms are added. After the last block, ``O / ℓ`` is exactly
+softmax(scores) @ V: the same numbers as the other strategies, up to rounding, but
+no (T_q × T_k) array is ever held — only one (block × block) tile per head.
+
+The text between the ``# [strategy tiled]`` markers is shown in the app's code panel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+#: Query rows and key columns of one tile, unless told otherwise. At d = 64 a tile of
+#: 16 heads is 16 · 128 · 128 · 4 B = 1 MB, and T = 4096 takes 32² Python turns, not 64².
+#: bench/tiled.py's block sweep (H16 T2048, causal, on a loaded 2-core machine) had 64
+#: fastest and 128 within 1.2× of it, 32 at 2.2×: small blocks pay Python per tile.
+DEFAULT_BLOCK = 128
+
+#: Smallest and largest block sizes the window offers and the API accepts.
+MIN_BLOCK, MAX_BLOCK = 1, 4096
+
+#: Score cells (B·H·T_q·T_k) up to which a tiled result derives the stages it never
+#: held (scores, weights) when a view asks for them: the explorer's own score limit.
+SHOW_CELLS = 256 * 1024 * 1024
+
+
+def check_block(block: object) -> int:
+    """``block`` as an int from MIN_BLOCK to MAX_BLOCK; ValueError otherwise."""
+    if (
+        isinstance(block, bool | np.bool_)
+        or not isinstance(block, int | np.integer)
+        or not MIN_BLOCK <= block <= MAX_BLOCK
+    ):
+        raise ValueError(
+            f"block: expected a whole number of rows from {MIN_BLOCK} to {MAX_BLOCK}, "
+            f"got {block!r}."
+        )
+    return int(block)
+
+
+def hidden_in_tile(
+    i0: int, i1: int, j0: int, j1: int, offset: int, causal: bool, keep: np.ndarray | None
+) -> np.ndarray | None:
+    """Boolean tile (…, i1 − i0, j1 − j0), True where a key is hidden; None if none is.
+
+    Causal hides key j from query i when j > i + offset (offset = T_k − T_q: aligned at
+    the last query); ``keep`` (broadcast to the whole grid, True = visible) hides more.
+    """
+    hidden = None
+    if causal and j1 - 1 > i0 + offset:  # some key of the tile lies right of the diagonal
+        rows = np.arange(i0, i1)[:, None] + offset  # (bq, 1)
+        hidden = np.arange(j0, j1)[None, :] > rows  # (bq, bk)
+    if keep is not None:
+        user = ~keep[..., i0:i1, j0:j1]  # a view of the broadcast mask, then one tile
+        hidden = user if hidden is None else (hidden | user)
+    return hidden
+
+
+def attention_tiled(
+    query: np.ndarray,
+    key: np.ndarray,
+    value: np.ndarray,
+    factor: float,
+    *,
+    causal: bool = False,
+    keep: np.ndarray | None = None,
+    block: int = DEFAULT_BLOCK,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """softmax(Q Kᵀ · factor, hidden keys −inf) @ V, one (block × block) tile at a time.
+
+    ``query`` is (B, H, T_q, d); ``key`` (B, H_kv, T_k, d) and ``value`` (B, H_kv, T_k, d_v)
+    may have fewer heads (grouped-query attention: H a multiple of H_kv, query head h
+    reads key/value head h // (H / H_kv)). ``keep``, if given, is boolean and
+    broadcastable to (B, H, T_q, T_k), True = visible. Returns ``(output, row_max,
+    row_sum)``: the output (B, H, T_q, d_v) and, per query row (B, H, T_q), the max m of
+    its scaled visible scores and the normaliser ℓ = Σ_j exp(score_j − m). A row with no
+    visible key has m = −inf, ℓ = 0 and an output of zeros.
+    """
+    B, H, T_q, d = query.shape
+    H_kv, T_k, d_v = key.shape[1], key.shape[2], value.shape[-1]
+    G = H // H_kv  # query heads per key/value head
+    dtype = query.dtype.type
+    scale = dtype(factor)  # a float64 factor would upcast every float32 tile
+    minus_inf = dtype(-np.inf)
+    offset = T_k - T_q
+    if keep is not None:
+        keep = np.broadcast_to(keep, (B, H, T_q, T_k)).reshape(B, H_kv, G, T_q, T_k)  # a view
+    Q = query.reshape(B, H_kv, G, T_q, d)  # the G query heads sharing a key head side by side
+    K = key[:, :, None]  # (B, H_kv, 1, T_k, d): broadcast over the group
+    V = value[:, :, None]  # (B, H_kv, 1, T_k, d_v)
+    output = np.empty((B, H_kv, G, T_q, d_v), dtype=query.dtype)
+    row_max = np.empty((B, H_kv, G, T_q), dtype=query.dtype)
+    row_sum = np.empty((B, H_kv, G, T_q), dtype=query.dtype)
+    with np.errstate(under="ignore"):  # exp of a far-below-max score is 0, as in softmax
+        # [strategy tiled]
+        for i0 in range(0, T_q, block):  # one block of query rows at a time
+            i1 = min(i0 + block, T_q)
+            q = Q[..., i0:i1, :] * scale  # (B, H_kv, G, bq, d): scaled once, not every tile
+            m = np.full(q.shape[:-1], minus_inf, dtype=dtype)  # (B, H_kv, G, bq): running max
+            norm = np.zeros(q.shape[:-1], dtype=dtype)  # (B, H_kv, G, bq): running normaliser ℓ
+            acc = np.zeros((*q.shape[:-1], d_v), dtype=dtype)  # (…, bq, d_v): accumulator O
+            last = min(T_k, i1 + offset) if causal else T_k  # causal: no key right of row i1-1
+            for j0 in range(0, last, block):  # the key blocks arrive one by one
+                j1 = min(j0 + block, T_k)
+                k_t = np.swapaxes(K[..., j0:j1, :], -1, -2)  # (B, H_kv, 1, d, bk)
+                s = q @ k_t  # (B, H_kv, G, bq, d) @ (B, H_kv, 1, d, bk) -> (B, H_kv, G, bq, bk)
+                hidden = hidden_in_tile(i0, i1, j0, j1, offset, causal, keep)
+                if hidden is not None:
+                    np.copyto(s, minus_inf, where=hidden)  # hidden keys: −inf, weight 0
+                m_new = np.maximum(m, s.max(axis=-1))  # (…, bq): the max so far, this block too
+                shift = np.where(m_new == minus_inf, dtype(0), m_new)  # no key seen yet: 0
+                s -= shift[..., None]
+                p = np.exp(s, out=s)  # (…, bq, bk): this block's terms exp(score − m_new)
+                rescale = np.exp(m - shift)  # (…, bq): exp(m − m_new), what old sums shrink by
+                norm = rescale * norm + p.sum(axis=-1)  # (…, bq)
+                acc *= rescale[..., None]
+                acc += p @ V[..., j0:j1, :]  # (…, bq, bk) @ (B, H_kv, 1, bk, d_v) -> (…, bq, d_v)
+                m = m_new
+            seen = norm > 0  # (…, bq): False where every key was hidden
+            output[..., i0:i1, :] = acc / np.where(seen, norm, dtype(1))[..., None]  # 0 if unseen
+            row_max[..., i0:i1], row_sum[..., i0:i1] = m, norm
+        # [end]
+    return (
+        output.reshape(B, H, T_q, d_v),
+        row_max.reshape(B, H, T_q),
+        row_sum.reshape(B, H, T_q),
+    )
+
+
+def scores_tiled(
+    query: np.ndarray, key: np.ndarray, out: np.ndarray | None = None, block: int = DEFAULT_BLOCK
+) -> np.ndarray:
+    """The score grid assembled from the tiles the tiled strategy computes, one at a time.
+
+    The tiled strategy itself never keeps this grid; the window shows it (and the
+    agreement check compares it) only where it is small enough to hold.
+    """
+    B, H, T_q, _ = query.shape
+    T_k = key.shape[2]
+    scores = np.empty((B, H, T_q, T_k), dtype=query.dtype) if out is None else out
+    for i0 in range(0, T_q, block):
+        for j0 in range(0, T_k, block):
+            q = query[:, :, i0 : i0 + block]  # (B, H, bq, d)
+            k_t = np.swapaxes(key[:, :, j0 : j0 + block], -1, -2)  # (B, H, d, bk)
+            np.matmul(q, k_t, out=scores[:, :, i0 : i0 + block, j0 : j0 + block])  # (B,H,bq,bk)
+    return scores
+
+
+@dataclass(frozen=True)
+class TiledResult:
+    """What the tiled strategy computes: the output, and each query row's max and normaliser.
+
+    No (T_q × T_k) stage is stored: ``scores``, ``scaled``, ``masked`` and ``weights``
+    are derived on first access from the query and key (the weights from the kept
+    row max and normaliser, w = exp(score · scale − m) / ℓ), and only while the grid
+    has at most :data:`SHOW_CELLS` cells (:attr:`stages_shown`); past that they raise
+    ValueError. ``row_max`` and ``row_sum`` are shaped like the scores without the key
+    axis, in the scaled units the softmax sees.
+    """
+
+    output: np.ndarray
+    row_max: np.ndarray
+    row_sum: np.ndarray
+    scale: float
+    keep: np.ndarray | None
+    fully_masked_rows: np.ndarray
+    block: int
+    query: np.ndarray = field(repr=False)
+    key: np.ndarray = field(repr=False)
+    strategy: str = "tiled"
+
+    @property
+    def grid_cells(self) -> int:
+        """Cells of the score grid this result never built (B·H·T_q·T_k)."""
+        return int(self.row_max.size) * int(self.key.shape[-2])
+
+    @property
+    def stages_shown(self) -> bool:
+        """True if the grid stages may be derived for display (at most SHOW_CELLS cells)."""
+        return self.grid_cells <= SHOW_CELLS
+
+    def _check_shown(self, name: str) -> None:
+        if not self.stages_shown:
+            raise ValueError(
+                f"{name}: the tiled strategy never builds the {self.grid_cells:,}-cell grid, "
+                f"and it is too big to derive for display (over {SHOW_CELLS:,} cells); "
+                "read output, row_max and row_sum instead."
+            )
+
+    @cached_property
+    def scores(self) -> np.ndarray:
+        self._check_shown("scores")
+        q = self.query.reshape((1,) * (4 - self.query.ndim) + self.query.shape)
+        k = self.key.reshape((1,) * (4 - self.key.ndim) + self.key.shape)
+        if k.shape[1] != q.shape[1]:  # grouped-query: each query head reads its key head
+            k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)  # (B, H, T_k, d)
+        grid = scores_tiled(q, k, block=self.block)  # (B, H, T_q, T_k)
+        return grid.reshape(*self.row_max.shape, k.shape[-2])
+
+    @cached_property
+    def scaled(self) -> np.ndarray:
+        return self.scores * self.scores.dtype.type(self.scale)
+
+    @cached_property
+    def masked(self) -> np.ndarray:
+        if self.keep is None:
+            return self.scaled
+        return np.where(self.keep, self.scaled, self.scores.dtype.type(-np.inf))
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        """exp(masked − m) / ℓ with the kept m and ℓ: wrong m or ℓ would show here."""
+        dtype = self.scores.dtype.type
+        shift = np.where(self.fully_masked_rows, dtype(0), self.row_max)[..., None]
+        total = np.where(self.fully_masked_rows, dtype(1), self.row_sum)[..., None]
+        with np.errstate(under="ignore"):
+            return np.exp(self.masked - shift) / total  # hidden: exp(−inf) = 0
+
+    def stage(self, name: str) -> np.ndarray | None:
+        """The array of a pipeline stage by name (see ``STAGES``), derived if it is a grid."""
+        from attn_explorer.compute.pipeline import STAGES
+
+        if name not in STAGES:
+            raise ValueError(f"stage: unknown stage {name!r}; choose one of {', '.join(STAGES)}.")
+        return getattr(self, name)
+
+    @property
+    def nbytes_held(self) -> int:
+        """Bytes of what the strategy keeps: output, row max and normaliser (no grid)."""
+        return int(self.output.nbytes + self.row_max.nbytes + self.row_sum.nbytes)
