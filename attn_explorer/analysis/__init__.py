@@ -8,14 +8,20 @@ matter for a prediction, what the model predicts at every layer.
 - ``next_token(logits, readable, k)``: the top-k next tokens
 - ``Ablation(model, hidden_states, logits)``: ``ablate(heads)`` and ``scan()`` of every
   head (zero-ablation of its attention output)
-- ``analyze(model, text)``: all of them as the JSON of ``attn-explorer analyze``
+- ``analyze(model, text)``: all of them as the JSON of ``attn-explorer analyze``;
+  ``decoder_attention(model, ids)`` runs ids that are not text (the probe)
 """
 
 from attn_explorer.analysis.ablation import Ablation, AblationEffect, AblationScan, kl_divergence
 from attn_explorer.analysis.head_scores import SCORE_NAMES, head_scores, repeated_random_tokens
 from attn_explorer.analysis.logit_lens import LogitLens, logit_lens
 from attn_explorer.analysis.next_token import Candidate, next_token, probabilities, top_ids
-from attn_explorer.analysis.report import DECODER_ONLY, analyze, analyze_result
+from attn_explorer.analysis.report import (
+    DECODER_ONLY,
+    analyze,
+    analyze_result,
+    decoder_attention,
+)
 from attn_explorer.analysis.rollout import rollout
 
 __all__ = [
@@ -28,6 +34,7 @@ __all__ = [
     "LogitLens",
     "analyze",
     "analyze_result",
+    "decoder_attention",
     "head_scores",
     "kl_divergence",
     "logit_lens",

@@ -78,6 +78,35 @@ def analyze(
     return analyze_result(model, result, progress, should_stop, ablation)
 
 
+def decoder_attention(model: DecoderModel, ids: list[int] | np.ndarray) -> ModelAttention:
+    """A decoder's :class:`ModelAttention` of token ids (the repeated-tokens probe, whose
+    ids need not survive a round trip through text)."""
+    ids = [int(i) for i in ids]
+    if not ids or len(ids) > model.max_tokens:
+        raise ValueError(f"ids: give 1 … {model.max_tokens} token ids.")
+    run = model.forward(np.array(ids))
+    assert run.query is not None and run.key is not None and run.value is not None
+    assert run.scores is not None and run.weights is not None and run.hidden_states is not None
+    return ModelAttention(
+        tokens=model.readable(ids),
+        input_ids=np.array(ids, dtype=np.int64),
+        token_type_ids=np.zeros(len(ids), dtype=np.int64),
+        query=run.query,
+        key=run.key,
+        value=run.value,
+        scores=run.scores,
+        weights=run.weights,
+        hidden_states=run.hidden_states,
+        scale=run.scale,
+        strategy="batched",
+        model_name=model.name,
+        full_length=len(ids),
+        causal=True,
+        logits=run.logits,
+        kv_heads=model.kv_heads.copy(),
+    )
+
+
 def analyze_result(
     model: BertModel | DecoderModel,
     result: ModelAttention,
