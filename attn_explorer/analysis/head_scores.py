@@ -87,3 +87,42 @@ def repeated_random_tokens(
     low = max(1, vocab_size // 10)
     half = rng.integers(low, vocab_size, size=length)
     return np.concatenate([np.asarray(prefix or [], dtype=np.int64), half, half]).astype(np.int64)
+
+
+def probe_text(
+    vocabulary: list[str], encode, length: int = 20, seed: int = 0, leading_space: bool = True
+) -> str:
+    """The repeated-random-tokens probe as text that tokenizes back to its own ids.
+
+    ``vocabulary[i]`` is token i as text, ``encode(text) -> ids`` the model's
+    tokenizer (without special tokens). Whole lower-case words of 3+ letters are drawn
+    (seeded), each kept only if it is a single token on its own, and the sequence is
+    written twice: " w1 w2 … wn w1 w2 … wn" for a decoder's space-prefixed tokens
+    (``leading_space``), "w1 w2 … w1 w2 …" for a WordPiece vocabulary.
+    """
+    prefix = " " if leading_space else ""
+    words = sorted(
+        {
+            w[len(prefix) :]
+            for w in vocabulary
+            if w.startswith(prefix) and _lower_word(w[len(prefix) :])
+        }
+    )
+    if len(words) < length:
+        raise ValueError(f"probe_text: the vocabulary has {len(words)} plain words; need {length}.")
+    rng = np.random.default_rng(seed)
+    chosen: list[str] = []
+    for index in rng.permutation(len(words)):
+        word = words[index]
+        if len(encode(prefix + word if leading_space else word)) == 1:
+            chosen.append(word)
+        if len(chosen) == length:
+            break
+    if len(chosen) < length:
+        raise ValueError(f"probe_text: only {len(chosen)} words are one token each; need {length}.")
+    half = "".join(f" {w}" for w in chosen) if leading_space else " ".join(chosen)
+    return half + half if leading_space else f"{half} {half}"
+
+
+def _lower_word(text: str) -> bool:
+    return len(text) >= 3 and text.isascii() and text.isalpha() and text.islower()
