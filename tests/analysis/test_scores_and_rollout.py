@@ -85,3 +85,25 @@ def test_repeated_random_tokens_are_seeded_and_repeat():
     assert a.min() >= 100 and a.max() < 1000
     with_bos = repeated_random_tokens(1000, length=8, seed=3, prefix=[1])
     assert with_bos.tolist() == [1, *a.tolist()]
+
+
+def test_probe_text_is_a_repeated_sequence_of_single_token_words():
+    from attn_explorer.analysis.head_scores import probe_text
+
+    vocabulary = [" cat", " dog", " sun", " sky", "Ġx", " Big", " a1b", " moon", " tree", " two"]
+    multi = {" two"}  # pretend " two" splits in two tokens: never chosen
+
+    def encode(text):
+        return [0, 1] if text in multi else [vocabulary.index(text)]
+
+    text = probe_text(vocabulary, encode, length=4, seed=1)
+    words = text.split()
+    assert text.startswith(" ") and words[:4] == words[4:] and len(set(words)) == 4
+    assert set(words) <= {"cat", "dog", "sun", "sky", "moon", "tree"}
+    assert probe_text(vocabulary, encode, length=4, seed=1) == text
+    with pytest.raises(ValueError, match="plain words"):
+        probe_text(vocabulary, encode, length=8)
+    with pytest.raises(ValueError, match="one token"):
+        probe_text(vocabulary, encode, length=7)
+    bert = probe_text(["[CLS]", "cat", "dog", "##s", "sun"], lambda w: [w], 2, 0, False)
+    assert len(bert.split()) == 4 and bert.split()[:2] == bert.split()[2:]

@@ -245,9 +245,9 @@ class AnalysisPanel(QWidget):
             self.effect_label.setText(DECODER_ONLY)
             return
         self.status.setText("Reading every layer through the unembedding…")
-        self._ablation = Ablation(decoder, result.hidden_states, result.logits)
         hidden, logits = result.hidden_states, result.logits
-        assert logits is not None
+        assert logits is not None  # a decoder's result has them
+        self._ablation = Ablation(decoder, hidden, logits)
 
         def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]):
             lens = logit_lens(decoder, hidden, progress, should_stop)
