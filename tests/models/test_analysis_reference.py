@@ -29,7 +29,9 @@ TEXTS = [
     "The cat sat on the mat. The cat sat on the mat. The cat sat on the",  # a repeated phrase
     "Café naïve résumé — Ångström, İstanbul, Σίσυφος; 東京 and 中文 😀 ✓",  # non-ASCII
 ]
-ABLATION_TEXT = "When Mary and John went to the store, John gave a drink to"  # 14 tokens
+#: 12 tokens: the second "is" can copy "Paris" from the first (an induction circuit's job);
+#: short, since transformers reruns the whole model 30 times on a batch of 9 copies.
+ABLATION_TEXT = "The capital of France is Paris. The capital of France is"
 
 
 def grid(values):
@@ -192,7 +194,7 @@ def test_head_ablation_matches_transformers_pre_hook(smollm2):
         hook = block.self_attn.o_proj.register_forward_pre_hook(zero_each_head)
         try:
             with torch.no_grad():
-                logits = theirs(ids.repeat(heads, 1)).logits[:, -1, target]
+                logits = theirs(ids.repeat(heads, 1), logits_to_keep=1).logits[:, -1, target]
         finally:
             hook.remove()
         expected[layer] = logits.numpy() - float(clean[target])
