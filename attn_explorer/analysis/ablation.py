@@ -8,7 +8,7 @@ position's next-token distribution is read: the target token's logit and probabi
 change and the KL divergence KL(clean ‖ ablated).
 
 The clean run's hidden states are kept, so ablating a head of layer l reruns only
-blocks l … L − 1 (``DecoderModel.run_blocks``), the nine heads of a layer as one batch
+blocks l … L − 1 (``models.decoder.blocks.run_blocks``), the nine heads of a layer as one batch
 of streams that share the block's attention computation up to the mask.
 """
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from attn_explorer.analysis.next_token import probabilities
 from attn_explorer.compute import Cancelled
+from attn_explorer.models.decoder.blocks import run_blocks
 from attn_explorer.models.decoder.llama import DecoderModel, rms_norm
 
 
@@ -99,7 +100,7 @@ class Ablation:
         for layer, head in chosen:
             mask[layer, head] = 0
         first = chosen[0][0]
-        out = self.model.run_blocks(self.hidden_states[first], first, mask, last_row=True)
+        out = run_blocks(self.model, self.hidden_states[first], first, mask, last_row=True)
         logits = self._last_logits(out)[0]
         probs = probabilities(logits)
         return AblationEffect(
@@ -135,7 +136,7 @@ class Ablation:
                 raise Cancelled("ablation scan cancelled")
             mask = np.ones((self.heads, self.layers, self.heads), dtype=np.float32)
             mask[np.arange(self.heads), layer, np.arange(self.heads)] = 0  # stream b drops head b
-            out = self.model.run_blocks(self.hidden_states[layer], layer, mask, last_row=True)
+            out = run_blocks(self.model, self.hidden_states[layer], layer, mask, last_row=True)
             logits = self._last_logits(out)  # (H, vocab)
             probs = probabilities(logits)
             logit_change[layer] = logits[:, target].astype(np.float64) - clean

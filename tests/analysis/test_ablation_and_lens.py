@@ -20,6 +20,7 @@ from attn_explorer.analysis import (
     next_token,
     probabilities,
 )
+from attn_explorer.models.decoder.blocks import run_blocks
 from attn_explorer.models.decoder.llama import load_gguf
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
@@ -88,14 +89,14 @@ def test_run_blocks_from_any_layer_equals_the_forward_bit_for_bit(tiny):
     _, _, model = tiny
     run = model.attention(TEXT)
     for first in range(model.config.num_layers):
-        out = model.run_blocks(run.hidden_states[first], first)
+        out = run_blocks(model, run.hidden_states[first], first)
         np.testing.assert_array_equal(out, run.hidden_states[-1])
-    batched = model.run_blocks(np.stack([run.hidden_states[1]] * 3), 1)
+    batched = run_blocks(model, np.stack([run.hidden_states[1]] * 3), 1)
     np.testing.assert_allclose(
         batched, np.broadcast_to(run.hidden_states[-1], batched.shape), rtol=1e-5, atol=1e-5
     )
     with pytest.raises(ValueError, match="head_mask"):
-        model.run_blocks(run.hidden_states[0], 0, np.ones((2, 2)))
+        run_blocks(model, run.hidden_states[0], 0, np.ones((2, 2)))
 
 
 def test_every_single_head_ablation_matches_the_reference(tiny):

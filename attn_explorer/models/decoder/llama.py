@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 from attn_explorer.compute import LIMITS, attention
-from attn_explorer.compute.pipeline import causal_keep
 from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.decoder.bpe import GGUFTokenizer
 from attn_explorer.models.decoder.sampling import GREEDY, Sampler, Sampling, top_choices
@@ -110,13 +109,6 @@ def attend_one_row(
     weights, _ = softmax_rows(scores.reshape(heads, 1, t), factor=scale)  # (H, 1, t)
     output = np.matmul(weights.reshape(kv, group, 1, t), v[:, None])  # (H_kv, group, 1, d)
     return scores.reshape(heads, 1, t), weights, output.reshape(heads, 1, -1)
-
-
-def _dense(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """(…, in) @ weightᵀ as one (rows, in) matmul: a batch of streams is one BLAS call."""
-    if x.ndim == 2:
-        return x @ weight.T  # (T, in) @ (in, out)
-    return (x.reshape(-1, x.shape[-1]) @ weight.T).reshape(*x.shape[:-1], -1)
 
 
 @dataclass
@@ -296,80 +288,6 @@ class DecoderModel:
             return DecoderForward(logits, None, None, None, None, None, None, self.scale)
         q, k, v, s, a = kept
         return DecoderForward(logits, hidden, q, k, v, s, a, self.scale)
-
-    def run_blocks(
-        self,
-        x: np.ndarray,
-        first: int,
-        head_mask: np.ndarray | None = None,
-        last_row: bool = False,
-    ) -> np.ndarray:
-        """Blocks ``first`` … L − 1 on ``x``, the residual stream entering block ``first``.
-
-        For analysis (head ablation): ``x`` is (T, hidden) or (B, T, hidden) at positions
-        0 … T − 1, no cache. ``head_mask`` (L, H) or (B, L, H) multiplies each query head's
-        attention output, its slice [h·d, (h+1)·d) of the output projection's input, in
-        every block from ``first``: 0 ablates the head. A batch axis in the mask but not
-        in ``x`` splits the stream into B at the first block that masks, so the blocks
-        and attention before it run once. With ``last_row`` only the last position goes
-        through the last block's feed-forward (all a next-token readout needs). Returns
-        the residual stream after the last block, before the final norm: (…, T or 1,
-        hidden). Unbatched and unmasked it equals ``forward``'s last hidden state bit for
-        bit (the same operations in the same order).
-        """
-        c = self.config
-        x = np.asarray(x, dtype=np.float32)
-        if x.ndim not in (2, 3) or x.shape[-1] != c.hidden_size or not 0 <= first < c.num_layers:
-            raise ValueError(f"run_blocks: expected (…, T, {c.hidden_size}) and 0 ≤ first < L.")
-        mask = None if head_mask is None else np.asarray(head_mask, dtype=np.float32)
-        if mask is not None and mask.shape[-2:] != (c.num_layers, c.num_heads):
-            raise ValueError(f"head_mask: expected (…, {c.num_layers}, {c.num_heads}).")
-        cos, sin = self._rope(0, x.shape[-2])
-        for index in range(first, c.num_layers):
-            w = self.weights.layer(index)
-            mixed = self._attention_mix(rms_norm(x, w.attn_norm, c.rms_norm_eps), w, cos, sin)
-            if mask is not None and not (mask[..., index, :] == 1).all():
-                columns = np.repeat(mask[..., index, :], c.head_dim, axis=-1)  # (…, H·d)
-                mixed = mixed * columns[..., None, :]  # (…, T, H·d): B streams from here
-            x = x + _dense(mixed, w.attn_output)
-            if last_row and index == c.num_layers - 1:
-                x = x[..., -1:, :]  # (…, 1, hidden)
-            h = rms_norm(x, w.ffn_norm, c.rms_norm_eps)
-            x = x + _dense(silu(_dense(h, w.gate)) * _dense(h, w.up), w.down)
-        return x
-
-    def _attention_mix(
-        self, h: np.ndarray, w: LayerWeights, cos: np.ndarray, sin: np.ndarray
-    ) -> np.ndarray:
-        """Normed (…, T, hidden) -> every query head's weights @ V, (…, T, H·d), head-major.
-
-        One stream runs exactly as in ``forward``; B streams as one (B·T)-row matmul
-        per projection and one batched attention.
-        """
-        if h.ndim == 2:
-            q, k, v = self._qkv(h, w, cos, sin)
-            if h.shape[0] == 1:
-                output = attend_one_row(q, k, v, self.scale)[2]
-            else:
-                att = attention(q, k[self.kv_heads], v[self.kv_heads], causal=True)
-                assert att.output is not None
-                output = att.output
-            return output.transpose(1, 0, 2).reshape(h.shape[0], -1)  # (T, H·d)
-        c = self.config
-        streams, t, d = h.shape[0], h.shape[1], c.head_dim
-        parts = []
-        for index, weight in enumerate((w.query, w.key, w.value)):
-            y = _dense(h, weight)  # (B, T, count·d)
-            bias = w.bias(index)
-            y = y if bias is None else y + bias
-            parts.append(y.reshape(streams, t, -1, d).transpose(0, 2, 1, 3))  # (B, count, T, d)
-        q, k, v = apply_rope(parts[0], cos, sin), apply_rope(parts[1], cos, sin), parts[2]
-        kv, group = c.num_kv_heads, c.group_size
-        q5 = q.reshape(streams, kv, group, t, d)  # (B, H_kv, group, T, d): h = kv·group + g
-        scores = np.matmul(q5, k[:, :, None].swapaxes(-1, -2))  # (B, H_kv, group, T, T)
-        weights, _ = softmax_rows(scores, factor=self.scale, keep=causal_keep(t, t))
-        output = np.matmul(weights, v[:, :, None])  # (B, H_kv, group, T, d)
-        return output.reshape(streams, -1, t, d).transpose(0, 2, 1, 3).reshape(streams, t, -1)
 
     def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """cos and sin (end − start, d) for positions start … end − 1, from tables kept

@@ -53,7 +53,7 @@ from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.session import ModelSession, head_name
 from attn_explorer.state.views.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
-from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
+from attn_explorer.ui.model.model_grid import TEXT_RGB, TokenAxis, color_map
 
 #: The score combo: key -> label. "ablation" is the scan's target-logit change.
 SCORE_LABELS = {
@@ -65,6 +65,20 @@ SCORE_LABELS = {
 }
 CLEAN_RGB, ABLATED_RGB = "#1f5fbf", "#d9480f"
 PROBE_WORDS = 20
+
+
+class ScoreImage(pg.ImageItem):
+    """A layers × heads score heatmap that reports the (layer, head) cell a left click hits."""
+
+    def __init__(self, clicked: Callable[[int, int], None]) -> None:
+        super().__init__(axisOrder="row-major")  # image[layer, head]
+        self._clicked = clicked
+
+    def mouseClickEvent(self, ev: Any) -> None:
+        if ev.button() == Qt.MouseButton.LeftButton and self.image is not None:
+            ev.accept()
+            pos = ev.pos()
+            self._clicked(int(np.floor(pos.y())), int(np.floor(pos.x())))
 
 
 def _plot(left: str, bottom: str, invert: bool = True) -> tuple[pg.PlotWidget, pg.PlotItem]:
@@ -123,8 +137,7 @@ class AnalysisPanel(QWidget):
             "attend to the word after the earlier copy of the current one"
         )
         self.scores_plot, self._scores_item = _plot("layer", "head")
-        self.scores_image = HeatmapItem((0, 0), lambda _: None, lambda *_: None)
-        self.scores_image.mouseClickEvent = self._on_score_clicked  # type: ignore[method-assign]
+        self.scores_image = ScoreImage(self.select_cell)
         self._scores_item.addItem(self.scores_image)
         self.scores_bar = pg.ColorBarItem(
             values=(0, 1), colorMap=color_map("sequential"), interactive=False, width=14
@@ -366,7 +379,7 @@ class AnalysisPanel(QWidget):
             return
         layer, head = self.session.selected_head
         self.effect = effect = self._ablation.ablate([(layer, head)])
-        token = repr(self.decoder().tokenizer.readable(effect.target_id))  # type: ignore[union-attr]
+        token = repr(self._ablation.model.tokenizer.readable(effect.target_id))
         self.effect_label.setText(
             f"{head_name(layer, head)} ablated: logit of {token} {effect.logit_change:+.3f}, "
             f"probability {effect.prob_change:+.4f}, KL {effect.kl:.4f} nats "
@@ -391,7 +404,8 @@ class AnalysisPanel(QWidget):
     # -- worker results ------------------------------------------------------------------
 
     def _on_lens(self, outcome: object) -> None:
-        self.lens, self.top = outcome  # type: ignore[misc]
+        assert isinstance(outcome, tuple)
+        self.lens, self.top = outcome
         self._show_lens()
         self._show_bars()
         first = self.top[0]
@@ -402,7 +416,8 @@ class AnalysisPanel(QWidget):
         self.scan = scan
         self.progress.setValue(1000)
         layer, head = np.unravel_index(int(np.argmin(scan.logit_change)), scan.logit_change.shape)
-        token = repr(self.decoder().tokenizer.readable(scan.target_id))  # type: ignore[union-attr]
+        assert self._ablation is not None  # a scan ran on it
+        token = repr(self._ablation.model.tokenizer.readable(scan.target_id))
         self.status.setText(
             f"Scan done: without {head_name(int(layer), int(head))} the logit of {token} "
             f"drops most ({scan.logit_change[layer, head]:+.3f})."
@@ -418,13 +433,6 @@ class AnalysisPanel(QWidget):
     def _on_scan_busy(self, busy: bool) -> None:
         self.stop_button.setEnabled(busy)
         self.scan_button.setEnabled(not busy and self.decoder() is not None)
-
-    def _on_score_clicked(self, ev: Any) -> None:
-        if ev.button() != Qt.MouseButton.LeftButton or self.scores_image.image is None:
-            return
-        ev.accept()
-        pos = ev.pos()
-        self.select_cell(int(np.floor(pos.y())), int(np.floor(pos.x())))
 
     def select_cell(self, layer: int, head: int) -> None:
         """Open head (layer, head) in the model view (a click on the heatmap)."""
