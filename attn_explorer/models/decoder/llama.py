@@ -38,6 +38,7 @@ from attn_explorer.models.decoder.ops import (
     softcap,
     window_keep,
 )
+from attn_explorer.models.decoder.sampling import GREEDY, Sampler, Sampling, top_choices
 from attn_explorer.models.decoder.spm import SentencePieceTokenizer
 from attn_explorer.models.decoder.weights import (
     DEFAULT_BUDGET_BYTES,
@@ -77,7 +78,9 @@ class Generation:
 
     ``steps[s]`` is (L, H, 1, t): the weights of the query row that chose new token
     s, against the t = prompt + s tokens before it (step 0 is the prompt's last row).
-    ``stopped`` is 'end of turn', 'max_new_tokens' or 'context'.
+    ``stopped`` is 'end of turn', 'max_new_tokens' or 'context'. ``choices[s]`` are the
+    10 most likely (id, probability) of the model's distribution at step s (before any
+    sampling filter), ``sampling`` how the tokens were chosen.
     """
 
     prompt_ids: list[int]
@@ -87,6 +90,8 @@ class Generation:
     text: str
     steps: list[np.ndarray] = field(repr=False)
     stopped: str
+    choices: list[list[tuple[int, float]]] = field(default_factory=list, repr=False)
+    sampling: Sampling = GREEDY
 
 
 class DecoderModel:
@@ -352,8 +357,12 @@ class DecoderModel:
         max_new_tokens: int = 20,
         chat: bool = False,
         on_token: Callable[[int, np.ndarray], None] | None = None,
+        sampling: Sampling | None = None,
     ) -> Generation:
         """Greedy decoding with a KV cache; stops at end of turn or ``max_new_tokens``.
+
+        ``sampling`` (:class:`~attn_explorer.models.decoder.sampling.Sampling`) samples
+        with temperature, top-k, top-p and a seed instead; the default is greedy.
 
         ``on_token(token_id, row)``, if given, hears each new token as soon as it is
         chosen, with its (L, H, 1, t) attention row; an exception it raises (a stop
@@ -382,14 +391,17 @@ class DecoderModel:
         row, logits = first.weights[:, :, -1:, :], first.logits[-1]  # (L, H, 1, t)
         new: list[int] = []
         steps: list[np.ndarray] = []
+        choices: list[list[tuple[int, float]]] = []
+        sampler = Sampler(sampling or GREEDY)
         stopped = "max_new_tokens"
         while True:
-            token = int(np.argmax(logits))
+            token = sampler.choose(logits)
             if token in self.end_ids:
                 stopped = "end of turn"
                 break
             new.append(token)
             steps.append(row)  # the query row that chose this token
+            choices.append(top_choices(logits))
             if on_token is not None:
                 on_token(token, row)
             if len(new) == max_new_tokens:
@@ -408,6 +420,8 @@ class DecoderModel:
             text=self.tokenizer.decode(new),
             steps=steps,
             stopped=stopped,
+            choices=choices,
+            sampling=sampler.sampling,
         )
 
 

@@ -53,6 +53,7 @@ from attn_explorer.models.install import Installable, forget_import_caches
 from attn_explorer.models.session import Head, ModelSession, head_name
 from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
+from attn_explorer.ui.model.analysis_panel import AnalysisPanel
 from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail
 from attn_explorer.ui.model.heads_splitter import HeadsSplitter
@@ -164,6 +165,7 @@ class ModelView(QWidget):
         self.summary_table = self.summaries.table  # what the tests click
         self.generation = GenerationPanel(self.session)
         self.positions = PositionPanel(self.session)
+        self.analysis = AnalysisPanel(self.session)
 
     def _build_layout(self) -> None:
         picker = QHBoxLayout()
@@ -193,6 +195,7 @@ class ModelView(QWidget):
         self.lower_tabs.addTab(self.summaries, "Summary per head")
         self.lower_tabs.addTab(self.generation, "Generate")
         self.lower_tabs.addTab(self.positions, "Positions")
+        self.lower_tabs.addTab(self.analysis, "Analysis")
         self.lower_tabs.setDocumentMode(True)
         # The grid above the tabs, or beside them when that gives bigger cells.
         self._heads = heads = HeadsSplitter(self.grid, self.lower_tabs, self.detail)
@@ -242,6 +245,8 @@ class ModelView(QWidget):
         self.take_button.clicked.connect(self.take_head)
         self.generation.started.connect(lambda: self.lower_tabs.setCurrentWidget(self.generation))
         self.installer.installed.connect(self._on_installed)
+        self.analysis.probeRequested.connect(self.set_sentence)
+        self.analysis.headOpened.connect(lambda *_: self.lower_tabs.setCurrentIndex(0))
 
     # -- what the window and the tests read ----------------------------------------------
 
@@ -374,6 +379,7 @@ class ModelView(QWidget):
         """
         self._debounce.stop()
         self.generation.shutdown()
+        self.analysis.shutdown()
         self.installer.shutdown()
         self._runner.cancel()  # new ticket: an answer still on its way is stale
         if self._job_done is not None:

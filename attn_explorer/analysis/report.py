@@ -1,0 +1,157 @@
+"""Every instrument on one text, as the JSON ``attn-explorer analyze`` writes (issue 25).
+
+``analyze(model, text)`` returns a plain dict of lists, ints, floats and None:
+
+- ``tokens``, ``input_ids``, ``layers`` (L), ``heads`` (H query heads)
+- ``head_scores``: previous_token, first_token, duplicate_token, induction, each L × H
+  (None where undefined): :mod:`attn_explorer.analysis.head_scores`
+- ``rollout``: T × T (:mod:`attn_explorer.analysis.rollout`)
+- decoders only, None for an encoder: ``logit_lens`` (top_id, top_prob, final_prob,
+  each (L + 1) × T), ``next_token`` ({"top": 10 × {id, token, prob}} at the last
+  position) and ``ablation`` (target_id, clean_logit, logit_change L × H)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from attn_explorer.analysis.ablation import Ablation
+from attn_explorer.analysis.head_scores import head_scores
+from attn_explorer.analysis.logit_lens import logit_lens
+from attn_explorer.analysis.next_token import next_token
+from attn_explorer.analysis.rollout import rollout
+from attn_explorer.compute import Cancelled
+from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.encoder.bert import BertModel, ModelAttention
+
+#: Why an encoder has no logit lens, next token or ablation (shown where they would be).
+DECODER_ONLY = (
+    "An encoder such as BERT predicts no next token: it has no unembedding to read its "
+    "layers through, so the logit lens, the next-token bars and the ablation of a "
+    "prediction are for decoders (GGUF models) only."
+)
+TOP_K = 10
+
+
+def plain(array: np.ndarray) -> list[Any]:
+    """Nested lists of floats, NaN as None (JSON has no NaN)."""
+    values = np.asarray(array, dtype=np.float64).tolist()
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return None if math.isnan(value) else value
+
+    return clean(values)
+
+
+def _stage(
+    progress: Callable[[float, str], None] | None, start: float, width: float
+) -> Callable[[float, str], None] | None:
+    """A progress callback for one stage that reports its share of the whole."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda fraction, message: report(start + width * fraction, message)
+
+
+def analyze(
+    model: BertModel | DecoderModel,
+    text: str,
+    progress: Callable[[float, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    ablation: bool = True,
+) -> dict[str, Any]:
+    """Run ``text`` through ``model`` and every instrument on it; the JSON-ready dict.
+
+    ``progress(fraction, message)`` and ``should_stop()`` as in the rest of the app
+    (``Cancelled`` when it says stop). ``ablation=False`` skips the head scan (the
+    field is then None): the slow part, about 270 reruns of part of the model.
+    """
+    if progress is not None:
+        progress(0.0, "running the model")
+    result = model.attention(text)
+    return analyze_result(model, result, progress, should_stop, ablation)
+
+
+def decoder_attention(model: DecoderModel, ids: list[int] | np.ndarray) -> ModelAttention:
+    """A decoder's :class:`ModelAttention` of token ids (the repeated-tokens probe, whose
+    ids need not survive a round trip through text)."""
+    ids = [int(i) for i in ids]
+    if not ids or len(ids) > model.max_tokens:
+        raise ValueError(f"ids: give 1 … {model.max_tokens} token ids.")
+    run = model.forward(np.array(ids))
+    assert run.query is not None and run.key is not None and run.value is not None
+    assert run.scores is not None and run.weights is not None and run.hidden_states is not None
+    return ModelAttention(
+        tokens=model.readable(ids),
+        input_ids=np.array(ids, dtype=np.int64),
+        token_type_ids=np.zeros(len(ids), dtype=np.int64),
+        query=run.query,
+        key=run.key,
+        value=run.value,
+        scores=run.scores,
+        weights=run.weights,
+        hidden_states=run.hidden_states,
+        scale=run.scale,
+        strategy="batched",
+        model_name=model.name,
+        full_length=len(ids),
+        causal=True,
+        logits=run.logits,
+        kv_heads=model.kv_heads.copy(),
+    )
+
+
+def analyze_result(
+    model: BertModel | DecoderModel,
+    result: ModelAttention,
+    progress: Callable[[float, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    ablation: bool = True,
+) -> dict[str, Any]:
+    """:func:`analyze` of a run already made (``model.attention(text)``)."""
+    layers, heads = result.weights.shape[:2]
+    scores = head_scores(result.weights, result.input_ids)
+    report: dict[str, Any] = {
+        "tokens": list(result.tokens),
+        "input_ids": [int(i) for i in result.input_ids],
+        "layers": int(layers),
+        "heads": int(heads),
+        "head_scores": {name: plain(values) for name, values in scores.items()},
+        "rollout": plain(rollout(result.weights)),
+        "logit_lens": None,
+        "next_token": None,
+        "ablation": None,
+    }
+    if not isinstance(model, DecoderModel):
+        return report
+    assert result.logits is not None
+    if should_stop is not None and should_stop():
+        raise Cancelled("analysis cancelled")
+    lens = logit_lens(model, result.hidden_states, _stage(progress, 0.05, 0.1), should_stop)
+    report["logit_lens"] = {
+        "top_id": lens.top_id.tolist(),
+        "top_prob": plain(lens.top_prob),
+        "final_prob": plain(lens.final_prob),
+    }
+    top = next_token(result.logits[-1], model.tokenizer.readable, TOP_K)
+    report["next_token"] = {
+        "top": [{"id": c.id, "token": c.token, "prob": c.prob} for c in top],
+    }
+    if ablation:
+        scan = Ablation(model, result.hidden_states, result.logits).scan(
+            progress=_stage(progress, 0.15, 0.85), should_stop=should_stop
+        )
+        report["ablation"] = {
+            "target_id": scan.target_id,
+            "clean_logit": scan.clean_logit,
+            "logit_change": plain(scan.logit_change),
+        }
+    if progress is not None:
+        progress(1.0, "done")
+    return report
