@@ -1,6 +1,33 @@
 """Attention Explorer: make multi-head attention visible.
 
-Only the version lives here so that ``import attn_explorer`` stays instant.
+Only the version lives here so that ``import attn_explorer`` stays instant; the Python
+API (``attn_explorer.view``, ``attn_explorer.run``, ``attn_explorer.Viewer``, see
+docs/python-api.md) is imported on first use.
 """
 
+from __future__ import annotations
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~15 ms of the start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+    from attn_explorer.api import Viewer, run, view
+
 __version__ = "0.1.0"
+
+#: Names loaded from attn_explorer.api when first asked for (numpy and Qt come with it).
+_API = ("Viewer", "run", "view")
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from attn_explorer import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'attn_explorer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])
