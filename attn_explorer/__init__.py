@@ -11,7 +11,7 @@ TYPE_CHECKING = False  # not typing's: importing typing costs ~15 ms of the star
 if TYPE_CHECKING:
     from typing import Any
 
-    from attn_explorer.api import Viewer, run, view
+    from attn_explorer.api import Viewer, run, view  # noqa: F401  (for type checkers)
 
 __version__ = "0.1.0"
 

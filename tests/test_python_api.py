@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The script's own attention, written from the formula, sharing nothing with the app.
-REFERENCE = '''
+REFERENCE = """
 import numpy as np
 
 def reference(q, k, v=None, causal=False):
@@ -52,7 +52,7 @@ def reference(q, k, v=None, causal=False):
                     weights[bi, hi, i, j] = exp[j] / total
             output[bi, hi] = weights[bi, hi] @ vv
     return weights, output
-'''
+"""
 
 
 def run_script(tmp_path: Path, body: str, timeout: float = 120) -> dict:

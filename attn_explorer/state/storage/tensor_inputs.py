@@ -116,7 +116,7 @@ def as_array(name: str, value: object, notes: list[str]) -> np.ndarray:
 
 def _kv_group(name: str, shape: tuple[int, ...], query: tuple[int, ...]) -> int:
     """How many query heads read each head of ``name`` (key or value), checked."""
-    b, h, t, d = query
+    b, h, t, _ = query
     kb, kh, kt, _ = shape
     if kb != b:
         raise ValueError(
