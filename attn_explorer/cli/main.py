@@ -1,6 +1,7 @@
 """Command line: launch the window, or run a headless sub-command.
 
     attn-explorer [SESSION.json]        open the window (on a saved session)
+    attn-explorer open FILE             open the window on Q, K, V from a .npz/.npy/.safetensors
     attn-explorer --self-test           open offscreen, render, export, check, exit
     attn-explorer scores ...            print S = Q Kᵀ for every strategy, with timing
     attn-explorer export ...            write heatmap images / CSV / NPZ without a window
@@ -22,6 +23,7 @@ SUBCOMMANDS = {
     "scores": "print S = Q Kᵀ for every strategy, with timing",
     "export": "write heatmaps (PNG/SVG), CSV or NPZ from a session, example or model",
     "bench": "print the strategy timing table (loop / matmul / batched / einsum)",
+    "open": "open the window on query, key, value arrays (.npz, .npy, .safetensors)",
 }
 
 
@@ -142,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from attn_explorer.cli.export import run_export
 
             return run_export(args_list[1:])
+        if args_list and args_list[0] == "open":
+            from attn_explorer.cli.open_tensors import run_open
+
+            return run_open(args_list[1:])
         if args_list and args_list[0] == "bench":
             from attn_explorer.cli.bench import run_bench
 
