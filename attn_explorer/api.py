@@ -93,11 +93,15 @@ class Viewer:
     ) -> None:
         """Replace the numbers (same rules as :func:`view`); the window shows them at once.
 
-        ``causal=None`` keeps the window's choice. A refused input raises ``ValueError``
+        ``causal=None`` keeps the window's choice, ``tokens=None`` the names (when T is
+        unchanged). A refused input raises ``ValueError``
         and changes nothing. Undoable in the window (Edit ▸ Undo).
         """
         keep = self.session.options.causal if causal is None else causal
         inputs = explorer_inputs(query, key, value, tokens=tokens, causal=keep)
+        if tokens is None and inputs.snapshot.shape[2] == self.session.shape[2]:
+            named = replace(inputs.snapshot, tokens=tuple(self.session.tokens))
+            inputs = replace(inputs, snapshot=named)  # the same T keeps its names
         options = self.session.options
         b, h, _, _ = inputs.snapshot.shape
         new = replace(

@@ -355,3 +355,28 @@ def test_the_api_names_are_exported(name):
     import attn_explorer
 
     assert name in dir(attn_explorer) and name in attn_explorer.__all__
+
+
+def test_the_readme_example_runs_as_written(tmp_path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Your own tensors from Python", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(example.strip().splitlines()) <= 10
+    assert "causal=True)" in example
+    body = example.replace("causal=True)", "causal=True, block=False)")  # a test cannot wait
+    out = run_script(
+        tmp_path,
+        body
+        + textwrap.dedent(
+            """
+            import json
+            shown = viewer.result("weights")
+            weights, _ = reference(q * 2, k, causal=True)
+            print(json.dumps({"shape": shown.shape, "tokens": viewer.session.tokens,
+                              "diff": float(np.max(np.abs(shown - weights)))}))
+            """
+        ),
+    )
+    assert out["shape"] == [2, 9, 6, 6]
+    assert out["tokens"] == ["The", "cat", "sat", "on", "the", "mat"]
+    assert out["diff"] < 1e-12
