@@ -21,6 +21,7 @@ from attn_explorer.state.storage.tensor_files import (
 )
 
 rng = np.random.default_rng(28)
+AXES_BHTD = ("batch", "head", "token", "dim")
 
 
 def npy_header(shape: tuple[int, ...], descr: str = "<f4") -> bytes:
@@ -88,6 +89,8 @@ def test_axes_mapping_reads_a_batch_token_head_dim_array(tmp_path):
     assert mapping_problem(tensors, wrong) == (
         "query: exactly one axis of 'x' must be the token axis"
     )
+    short = TensorMapping({"query": "x", "key": "y"}, {"query": axes, "key": AXES_BHTD})
+    assert mapping_problem(tensors, short) == "key has T = 3 but the query has T = 5"
     assert TensorMapping.from_json(mapping.to_json()) == mapping
     assert TensorMapping.from_json("not json") is None
 
@@ -195,5 +198,11 @@ def test_mismatched_arrays_are_refused_when_loading_with_one_message(tmp_path):
     mapping, _ = guess_mapping(tensors)
     with pytest.raises(TensorFileError) as caught:
         load_inputs(tensors, mapping)
-    assert str(caught.value).startswith("mismatch.npz: key: shape (1, 1, 5, 2) has T = 5 tokens")
+    assert str(caught.value) == "mismatch.npz: key has T = 5 but the query has T = 4."  # headers
+    bad = tmp_path / "nan.npz"
+    np.savez(bad, q=np.array([[np.nan, 0.0]]), k=np.zeros((1, 2)))
+    tensors = open_tensor_file(bad)
+    with pytest.raises(TensorFileError) as caught:
+        load_inputs(tensors, guess_mapping(tensors)[0])
+    assert str(caught.value).startswith("nan.npz: query: entry [0, 0, 0, 0] is nan")  # (B, H, T, d)
     assert refusal(tmp_path / "missing.npz") == "missing.npz: no such file."

@@ -388,6 +388,27 @@ def mapping_problem(tensors: TensorFile, mapping: TensorMapping) -> str:
                 return f"{role}: exactly one axis of {name!r} must be the {axis} axis"
             if count > 1:
                 return f"{role}: only one axis of {name!r} can be the {axis} axis"
+    return _shapes_problem(tensors, mapping)
+
+
+def _shapes_problem(tensors: TensorFile, mapping: TensorMapping) -> str:
+    """Whether the mapped (B, H, T, d) shapes fit together, from the headers alone."""
+    shapes = {
+        role: mapped_shape(tensors.arrays[name], mapping.axes[role])
+        for role, name in mapping.arrays.items()
+    }
+    b, h, t, d = shapes["query"]
+    for role in ("key", "value"):
+        if role not in shapes:
+            continue
+        rb, rh, rt, rd = shapes[role]
+        for label, size, wanted in (("B", rb, b), ("T", rt, t), ("d", rd, d)):
+            if size != wanted:
+                return f"{role} has {label} = {size} but the query has {label} = {wanted}"
+        if h % rh:
+            return f"{role} has H = {rh} heads, which does not divide the query's H = {h}"
+    if "value" in shapes and shapes["value"][1] != shapes["key"][1]:
+        return f"value has H = {shapes['value'][1]} heads but the key has {shapes['key'][1]}"
     return ""
 
 

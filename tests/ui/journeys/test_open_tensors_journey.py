@@ -80,13 +80,16 @@ def test_ambiguous_names_go_through_the_mapping_dialog_which_remembers(user, tmp
         seen["listing"] = dialog.findChild(QLabel, "arrays").text()
         dialog.findChild(QComboBox, "query_array").setCurrentText("x_in")
         dialog.findChild(QComboBox, "key_array").setCurrentText("w1")
-        dialog.findChild(QComboBox, "value_array").setCurrentText(NO_VALUE)
         ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
         for role in ("query", "key"):
             dialog.findChild(QComboBox, f"{role}_axis0").setCurrentText("token")
             seen[f"{role} half-done"] = dialog.summary.text()
             seen[f"{role} ok half-done"] = str(ok.isEnabled())
             dialog.findChild(QComboBox, f"{role}_axis1").setCurrentText("head")
+        dialog.findChild(QComboBox, "value_array").setCurrentText("w2")  # (T, H, d) read as
+        seen["mismatch"] = dialog.summary.text()  # (H, T, d): T = 2 against the query's 5
+        seen["ok on mismatch"] = str(ok.isEnabled())
+        dialog.findChild(QComboBox, "value_array").setCurrentText(NO_VALUE)
         seen["summary"] = dialog.summary.text()
         user.click(ok)
         return True
@@ -104,6 +107,8 @@ def test_ambiguous_names_go_through_the_mapping_dialog_which_remembers(user, tmp
         == "Not yet: query: exactly one axis of 'x_in' must be the token axis."
     )
     assert seen["query ok half-done"] == "False"
+    assert seen["mismatch"] == "Not yet: value has T = 2 but the query has T = 5."
+    assert seen["ok on mismatch"] == "False"
     assert seen["summary"] == (
         "query x_in as (B=1, H=2, T=5, d=3); key w1 as (B=1, H=2, T=5, d=3); value = key."
     )
