@@ -219,22 +219,39 @@ def test_set_inputs_updates_the_window_and_a_refusal_keeps_it(tmp_path):
             refused = ""
         except ValueError as exc:
             refused = str(exc)
+        title, after = viewer.window.windowTitle(), viewer.session.shape
+        still = float(np.max(np.abs(viewer.result("weights") - weights)))
+        stage, tokens = viewer.session.options.stage, viewer.session.tokens
+        viewer.close()
+        q3 = rng.standard_normal((2, 3, 2))
+        viewer.set_inputs(q3, q3)  # closed: the numbers still change, for the next show()
+        closed_weights = viewer.result("weights")
+        viewer.show()
+        for _ in range(20):
+            QApplication.processEvents()
+        reopened = {"open": viewer.is_open, "shape": viewer.window.session.shape,
+                    "diff": float(np.max(np.abs(closed_weights
+                                                - reference(q3, q3, causal=True)[0]))),
+                    "grid": float(np.max(np.abs(viewer.window.score_grid.model.values
+                                                - closed_weights[0, 0])))}
+        viewer.close()
         print(json.dumps({
-            "shape": viewer.session.shape, "tokens": viewer.session.tokens,
+            "reopened": reopened, "shape": shown.shape, "tokens": tokens,
             "diff": float(np.max(np.abs(shown - weights))),
             "grid": float(np.max(np.abs(grid - weights[0, 0]))),
-            "stage": viewer.session.options.stage, "title": viewer.window.windowTitle(),
-            "refused": refused, "after": viewer.session.shape,
-            "still": float(np.max(np.abs(viewer.result("weights") - weights))),
+            "stage": stage, "title": title, "refused": refused, "after": after, "still": still,
         }))
         """,
     )
-    assert out["shape"] == [1, 3, 6, 2] and out["tokens"] == list("abcdef")
+    assert out["shape"] == [1, 3, 6, 6] and out["tokens"] == list("abcdef")
     assert out["diff"] < 1e-12 and out["stage"] == "weights"
     assert out["grid"] < 1e-12, "the score grid does not show result('weights')"
     assert out["title"].startswith("from Python")
     assert out["refused"].startswith("key: shape (1, 3, 5, 2) has T = 5 tokens")
     assert out["after"] == [1, 3, 6, 2] and out["still"] < 1e-12
+    reopened = out["reopened"]
+    assert reopened["open"] and reopened["shape"] == [1, 2, 3, 2]
+    assert reopened["diff"] < 1e-12 and reopened["grid"] < 1e-12
 
 
 def test_inputs_over_the_limits_are_refused_by_name_before_allocation(tmp_path):
