@@ -14,6 +14,7 @@ window exists.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -237,7 +238,8 @@ def view(
     accepts; key and value may have fewer heads when that number divides H (grouped-query).
     ``value=None`` uses the key. ``tokens`` names the rows; ``causal`` hides later keys.
     ``block``: None blocks in a plain script and not inside IPython / Jupyter (whose Qt
-    event loop is switched on); True blocks until the window is closed; False never blocks.
+    event loop is switched on), nor without any display (the window is then offscreen);
+    True blocks until the window is closed; False never blocks.
     Input over the window's limits raises ``ValueError`` naming the argument and its shape
     before anything is allocated or any window opens.
     """
@@ -246,8 +248,12 @@ def view(
         raise ValueError(f"block: expected None, True or False, got {block!r}.")
     viewer = Viewer(inputs)
     ipython_loop = block is None and _ipython_qt_loop()
+    had_platform = bool(os.environ.get("QT_QPA_PLATFORM"))
     viewer.show()
-    if block or (block is None and not ipython_loop):
+    # No display at all (a server, CI): the window was drawn offscreen, where nobody
+    # could close it, so block=None must not wait for that.
+    headless = not had_platform and os.environ.get("QT_QPA_PLATFORM") == "offscreen"
+    if block or (block is None and not ipython_loop and not headless):
         viewer.wait()
     return viewer
 
