@@ -1,6 +1,7 @@
 """Command line: launch the window, or run a headless sub-command.
 
     attn-explorer [SESSION.json]        open the window (on a saved session)
+    attn-explorer open FILE             open the window on Q, K, V from a .npz/.npy/.safetensors
     attn-explorer --self-test           open offscreen, render, export, check, exit
     attn-explorer scores ...            print S = Q Kᵀ for every strategy, with timing
     attn-explorer export ...            write heatmap images / CSV / NPZ without a window
@@ -29,6 +30,7 @@ SUBCOMMANDS = {
     "export": "write heatmaps (PNG/SVG), CSV or NPZ from a session, example or model",
     "bench": "print the strategy timing table (loop / matmul / batched / einsum)",
     "analyze": "head scores, rollout, logit lens, next token, ablation of a model, as JSON",
+    "open": "open the window on query, key, value arrays (.npz, .npy, .safetensors)",
 }
 
 
@@ -150,6 +152,10 @@ def _dispatch(args_list: list[str]) -> int:
         from attn_explorer.cli.export import run_export
 
         return run_export(args_list[1:])
+    if args_list and args_list[0] == "open":
+        from attn_explorer.cli.open_tensors import run_open
+
+        return run_open(args_list[1:])
     if args_list and args_list[0] == "analyze":
         from attn_explorer.cli.analyze import run_analyze
 

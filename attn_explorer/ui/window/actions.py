@@ -21,6 +21,7 @@ from attn_explorer.compute import STAGES, STRATEGIES
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.presets import PRESET_TEXT, PRESETS
 from attn_explorer.state.storage.examples import list_examples
+from attn_explorer.ui.window.open_tensors import open_tensors_dialog
 
 if TYPE_CHECKING:
     from attn_explorer.lessons.window import WindowCommands
@@ -52,6 +53,7 @@ class WindowActions(QObject):
     # Every command, by menu (see the _*_actions builders).
     new_session: QAction
     open: QAction
+    open_tensors: QAction
     examples: dict[str, QAction]
     save: QAction
     save_as: QAction
@@ -116,6 +118,10 @@ class WindowActions(QObject):
         self.open = act(
             "&Open…", files.open_dialog, QKeySequence.StandardKey.Open,
             "Open a saved session (.json)",
+        )  # fmt: skip
+        self.open_tensors = act(
+            "Open &tensors…", partial(open_tensors_dialog, files), None,
+            "Open your own query, key and value arrays (.npz, .npy, .safetensors)",
         )  # fmt: skip
         self.examples = {
             entry.name: act(title, partial(files.open_example, entry), None,
@@ -336,8 +342,8 @@ def build_menu_bar(
     recent.aboutToShow.connect(lambda: a.files.fill_recent_menu(recent))
     examples = QMenu("E&xamples", bar)
     examples.addActions(list(a.examples.values()))
-    menu("&File", [a.new_session, a.open, recent, examples, None, a.save, a.save_as, None,
-                   a.export, None, a.quit])  # fmt: skip
+    menu("&File", [a.new_session, a.open, a.open_tensors, recent, examples, None, a.save,
+                   a.save_as, None, a.export, None, a.quit])  # fmt: skip
     menu("&Edit", [a.undo, a.redo, None, a.copy, a.paste, None, a.add_token, a.remove_token,
                    a.rename_token])  # fmt: skip
     menu("&View", [*a.strategies.values(), None, *a.stages.values(), None, a.shared_scale,
