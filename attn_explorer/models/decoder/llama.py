@@ -45,12 +45,14 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """x / √(mean(x²) + eps) · weight over the last axis."""
     t = x.dtype.type
     mean_square = (x * x).mean(axis=-1, keepdims=True)  # (..., 1)
-    return x / np.sqrt(mean_square + t(eps)) * weight
+    normed: np.ndarray = x / np.sqrt(mean_square + t(eps)) * weight
+    return normed
 
 
 def silu(x: np.ndarray) -> np.ndarray:
     """x · sigmoid(x)."""
-    return x / (x.dtype.type(1) + np.exp(-x))
+    gated: np.ndarray = x / (x.dtype.type(1) + np.exp(-x))
+    return gated
 
 
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, ...]:
@@ -65,7 +67,8 @@ def rotate_halves(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray
     """RoPE on (..., T, d): (x1, x2) -> (x1 cos − x2 sin, x2 cos + x1 sin) per frequency."""
     half = x.shape[-1] // 2
     rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)  # rotate_half
-    return x * cos + rotated * sin
+    turned: np.ndarray = x * cos + rotated * sin
+    return turned
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

@@ -282,7 +282,8 @@ class ModelAttention:
     @property
     def last_hidden_state(self) -> np.ndarray:
         """(T, hidden): the final layer's output for each token."""
-        return self.hidden_states[-1]
+        last: np.ndarray = self.hidden_states[-1]
+        return last
 
     @property
     def notice(self) -> str:
@@ -473,7 +474,8 @@ class BertModel:
     def embed(self, text: str) -> np.ndarray:
         """Mean-pooled, L2-normalised sentence embedding (sentence-transformers' recipe)."""
         pooled = self.attention(text).last_hidden_state.mean(axis=0)
-        return pooled / np.linalg.norm(pooled)
+        embedding: np.ndarray = pooled / np.linalg.norm(pooled)
+        return embedding
 
 
 def model_name(folder: Path) -> str:

@@ -292,7 +292,8 @@ class GGUFFile:
         return tuple(reversed(self.infos[name].dims))
 
     def type_name(self, name: str) -> str:
-        return self.tensors[name].tensor_type.name
+        kind: str = self.tensors[name].tensor_type.name  # a GGMLQuantizationType's name
+        return kind
 
     def stored_bytes(self, name: str) -> int:
         return int(self.tensors[name].n_bytes)
