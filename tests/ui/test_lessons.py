@@ -53,6 +53,7 @@ def not_blank(image: QImage) -> bool:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
+@pytest.mark.slow
 def test_every_lesson_runs_to_its_end_and_keeps_its_promises(
     qtbot, window, panel, lesson, tmp_path
 ):
@@ -77,6 +78,7 @@ def test_every_lesson_runs_to_its_end_and_keeps_its_promises(
     qtbot.waitUntil(lambda: not window.timing_panel.runner.is_busy(), timeout=60_000)
 
 
+@pytest.mark.slow
 def test_lesson_2_plays_the_loop_to_s(qtbot, window, panel):
     panel.start_lesson("02-loop-visits-every-pair", 0)
     assert grid(window) == [[None] * 3] * 3
@@ -102,6 +104,7 @@ def test_lesson_6_batching_keeps_the_head_count(qtbot, window, panel):
         assert "H=2" in window.shape_label.text()
 
 
+@pytest.mark.slow
 def test_lesson_4_predicting_right_then_next_reveals_q2_k4(qtbot, window, panel):
     panel.start_lesson("04-predict-a-score", 0)
     stepper_panel = window.stepper
@@ -170,6 +173,7 @@ def test_keyboard_next_back_space_when_the_panel_has_focus(qtbot, window, panel)
     assert panel.counter.text() == "Step 2 of 4"
 
 
+@pytest.mark.slow
 def test_progress_is_remembered_across_windows(qtbot, window, panel, new_window):
     panel.start_lesson("03-one-matmul", 0)
     panel.next()
@@ -259,6 +263,7 @@ def _lightness(colour: QColor) -> float:
 
 
 @pytest.mark.parametrize("dark", [False, True])
+@pytest.mark.slow
 def test_text_readable_in_light_and_dark(qtbot, window, panel, dark):
     panel.start_lesson("07-batch-head-sequence", 0)
     try:

@@ -192,6 +192,7 @@ def test_table_models_pass_qtmodeltester(qtmodeltester, window):
     qtmodeltester.check(window.score_grid.model)
 
 
+@pytest.mark.slow
 def test_large_size_computes_in_worker_and_stays_responsive(qtbot, window):
     window.load_preset("random", heads=4, tokens=512, dim=16, seed=1)
     assert window.score_grid.note.isVisible() or window.score_grid.table.isHidden()
@@ -203,6 +204,7 @@ def test_large_size_computes_in_worker_and_stays_responsive(qtbot, window):
     assert window.heatmaps.images[0].image.shape[0] <= 256  # downsampled to screen pixels
 
 
+@pytest.mark.slow
 def test_loop_on_big_shape_falls_back_with_a_message(qtbot, window):
     window.load_preset("random", heads=8, tokens=512, dim=64, seed=1)
     window.set_strategy("loop")
@@ -359,6 +361,7 @@ def test_the_code_panel_shows_the_lines_that_made_the_chosen_stage(qtbot, window
     assert code.extraSelections() == []
 
 
+@pytest.mark.slow
 def test_secondary_text_is_readable_in_the_dark_palette(qtbot, window):
     """View ▸ Dark palette: the dimmed text (placeholders, the stepper's timings) keeps a
     contrast with the window background a reader can see."""

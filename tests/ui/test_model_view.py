@@ -123,6 +123,7 @@ def test_newest_request_wins(qtbot, view, tiny_dir):
     assert view.result.tokens == ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
 
+@pytest.mark.slow
 def test_an_answer_to_a_request_no_longer_current_is_dropped(qtbot, view, tiny_dir, monkeypatch):
     """Clearing the sentence while the model runs: the old answer must not come back."""
     import threading
@@ -189,6 +190,7 @@ def test_placeholder_says_what_to_do_until_a_result(qtbot, view, tiny_dir):
     assert view.grid.isVisible() and view.detail.isVisible() and view.take_button.isVisible()
 
 
+@pytest.mark.slow
 def test_twelve_heads_fill_the_grid_square_and_labelled(qtbot, view, twelve_dir):
     show_result(qtbot, view, twelve_dir, (1100, 680))
     grid = view.grid
@@ -206,6 +208,7 @@ def test_twelve_heads_fill_the_grid_square_and_labelled(qtbot, view, twelve_dir)
     assert view._heads.orientation() == Qt.Orientation.Horizontal
 
 
+@pytest.mark.slow
 def test_a_narrow_dock_scrolls_to_the_selected_head(qtbot, view, twelve_dir):
     show_result(qtbot, view, twelve_dir, (400, 625))
     assert view._heads.orientation() == Qt.Orientation.Vertical  # grid above the head
@@ -217,6 +220,7 @@ def test_a_narrow_dock_scrolls_to_the_selected_head(qtbot, view, twelve_dir):
 
 
 @pytest.mark.parametrize("size", [(400, 625), (564, 625), (1100, 680)])
+@pytest.mark.slow
 def test_enlarged_head_title_axes_and_colour_bar_are_whole(qtbot, view, twelve_dir, size):
     show_result(qtbot, view, twelve_dir, size, "the cat sat on the mat and the dog ran " * 2)
     view.select_head(3, 5)
@@ -230,6 +234,7 @@ def test_enlarged_head_title_axes_and_colour_bar_are_whole(qtbot, view, twelve_d
     assert view.rect().contains(placed)  # the plot itself is not cut by the dock
 
 
+@pytest.mark.slow
 def test_token_labels_are_thinned_never_overlapping(qtbot, view, twelve_dir):
     from PySide6.QtGui import QPainter, QPicture
 
@@ -276,6 +281,7 @@ def test_hover_on_the_enlarged_head_reads_the_selected_head(qtbot, view, tiny_di
     assert view.hover_label.text().strip() == ""
 
 
+@pytest.mark.slow
 def test_shutdown_stops_the_timer_and_drops_a_late_answer(qtbot, view, tiny_dir):
     view.set_model_folder(tiny_dir)
     view.set_sentence("the cat sat")
@@ -309,6 +315,7 @@ def minilm_dir(tmp_path):
 
 
 @pytest.mark.parametrize("size", [(300, 625), (430, 625), (650, 900)])
+@pytest.mark.slow
 def test_twelve_heads_are_all_labelled_and_shown_or_scrollable(qtbot, view, minilm_dir, size):
     show_result(qtbot, view, minilm_dir, size)
     grid = view.grid
@@ -334,6 +341,7 @@ def test_twelve_heads_are_all_labelled_and_shown_or_scrollable(qtbot, view, mini
     assert metrics.horizontalAdvance("head") <= grid.cell + CELL_GAP_PX
 
 
+@pytest.mark.slow
 def test_selection_frame_is_the_thumbnail(qtbot, view, minilm_dir):
     show_result(qtbot, view, minilm_dir, (430, 625))
     view.select_head(2, 7)
@@ -345,6 +353,7 @@ def test_selection_frame_is_the_thumbnail(qtbot, view, minilm_dir):
 
 
 @pytest.mark.parametrize("size", [(300, 625), (430, 625)])
+@pytest.mark.slow
 def test_enlarged_head_fits_inside_its_widget(qtbot, view, minilm_dir, size):
     show_result(qtbot, view, minilm_dir, size, "the cat sat on the mat and the dog ran " * 2)
     view.select_head(1, 11)
@@ -358,6 +367,7 @@ def test_enlarged_head_fits_inside_its_widget(qtbot, view, minilm_dir, size):
     assert view.rect().contains(placed)
 
 
+@pytest.mark.slow
 def test_summary_table_shows_every_layer(qtbot, view, minilm_dir):
     show_result(qtbot, view, minilm_dir, (300, 625))
     view.lower_tabs.setCurrentIndex(1)

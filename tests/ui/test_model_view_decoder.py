@@ -73,6 +73,7 @@ def test_generate_writes_tokens_and_shows_the_growing_rows(qtbot, view, tiny_ggu
     assert panel.generate_button.isEnabled() and not panel.stop_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_stop_keeps_what_was_written_and_frees_the_window(qtbot, view, tiny_gguf, monkeypatch):
     show_decoder(qtbot, view, tiny_gguf)
     forward = DecoderModel.forward

@@ -36,6 +36,7 @@ def click_tab(qtbot, view, title):
     assert view.lower_tabs.currentIndex() == index
 
 
+@pytest.mark.slow
 def test_positions_tab_plots_the_selected_decoder_heads_curve(qtbot, view, tmp_path):
     path = tmp_path / "tiny-llama.gguf"
     write_tiny_gguf(path)

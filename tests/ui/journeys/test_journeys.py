@@ -161,6 +161,7 @@ def test_a_model_head_is_untitled_and_save_asks_where(user, tmp_path):
                                  "Save session"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_presets_ask_before_replacing_unsaved_work(user, tmp_path):
     user.type_cell("key", 0, 1, "4")
     assert user.title() == "untitled*"
@@ -214,6 +215,7 @@ def test_discard_at_quit_then_restart_opens_the_file_from_disk(user, qtbot, tmp_
     assert [[float(c) for c in row] for row in again.score_grid.text_grid()] == WORKED_S
 
 
+@pytest.mark.slow
 def test_unsaved_work_is_recovered_after_a_crash_and_saved_to_its_file(user, qtbot, tmp_path):
     path = tmp_path / "session1.json"
     user.pick_file(path)
@@ -275,6 +277,7 @@ def test_strategy_keys_after_editing_a_cell(user):
 
 
 # -- defect 6: a command raises the dock its result appears in ------------------------------------
+@pytest.mark.slow
 def test_ctrl_t_brings_the_timing_dock_to_the_front(user):
     user.window.stepper_dock.raise_()
     user.settle(20)
