@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication, QLabel
+from qt_idle import settle
 
 from attn_explorer.compute import MAX_ABS_VALUE
 from attn_explorer.ui.explorer import matrix_table
@@ -244,7 +245,7 @@ def type_into_cell(qtbot, table, row, col, text):
     else:  # QTest cannot synthesize keys for Arabic digits: an input method would commit them
         editor.insert(text)
     qtbot.keyClick(editor, Qt.Key.Key_Return)
-    qtbot.wait(10)
+    settle()  # the delegate's commit is queued
 
 
 @pytest.mark.parametrize("text", ["1e308", "-1.7e308", "1e154", "2e15"])
@@ -293,11 +294,11 @@ def test_token_names_that_look_like_html_stay_text(qtbot, window):
     evil = '<img src="/etc/passwd"><b>x</b>'
     assert window.session.rename_token(0, evil)
     heatmaps = window.heatmaps
-    qtbot.wait(50)  # the renamed axes lay out first
+    settle()  # the renamed axes lay out first
     for x in (0.4, 0.6):  # cell (t1, t1); a move is a change of position
         scene_point = heatmaps.plots[0].vb.mapViewToScene(QPointF(x, 0.5))
         qtbot.mouseMove(heatmaps.view.viewport(), heatmaps.view.mapFromScene(scene_point))
-        qtbot.wait(20)
+        settle()
     assert window.heatmaps.hover.textFormat() == Qt.TextFormat.PlainText
     assert evil in window.heatmaps.hover.text()
     tip = window.score_grid.model.data(
@@ -342,10 +343,10 @@ def test_a_worker_that_finishes_after_its_window_closed_says_nothing(qtbot, capf
 
     runner.submit(job)
     assert started.wait(5)
-    runner.deleteLater()
+    with qtbot.waitSignal(runner.destroyed):
+        runner.deleteLater()
     del runner
-    qtbot.wait(20)
     release.set()
     LatestRunner.pool().waitForDone(5000)
-    qtbot.wait(20)
+    settle()  # what the finished job posted is delivered
     assert "Signal source has been deleted" not in capfd.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import qt_idle
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QColor, QImage
 
@@ -43,7 +44,7 @@ def settle(qtbot, window, runner: LessonRunner) -> None:
     assert step is not None
     if any(a["do"] == "stepper.play" for a in step.actions):
         qtbot.waitUntil(lambda: not window.stepper.is_playing(), timeout=15_000)
-    qtbot.wait(1)
+    qt_idle.settle()
 
 
 def not_blank(image: QImage) -> bool:
@@ -268,7 +269,7 @@ def test_text_readable_in_light_and_dark(qtbot, window, panel, dark):
     panel.start_lesson("07-batch-head-sequence", 0)
     try:
         palette.apply(dark)
-        qtbot.wait(1)
+        qt_idle.settle()  # the palette change reaches every widget
         image = panel.text.viewport().grab().toImage()
         base = panel.text.palette().color(panel.text.viewport().backgroundRole())
         # the most contrasting pixel is the text: it must stand well apart from the background

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
+from qt_idle import settle
 
 from attn_explorer.compute import STRATEGIES
 from attn_explorer.state.views.colormaps import lut
@@ -25,7 +26,7 @@ def type_into_cell(qtbot, table, row, col, text):
     editor.selectAll()
     qtbot.keyClicks(editor, text)
     qtbot.keyClick(editor, Qt.Key.Key_Return)
-    qtbot.wait(10)
+    settle()  # the delegate's commit is queued
 
 
 def grid_numbers(window):
@@ -265,7 +266,7 @@ def test_worker_error_is_reported(qtbot):
 def test_grab_shows_colour_map_extremes(qtbot, window):
     window.load_preset("large-norms")  # softmax saturates: weights ≈ 1 and ≈ 0
     window.session.set_option("stage", "weights")
-    qtbot.wait(50)
+    settle()
     image = window.grab().toImage()
     assert not image.isNull()
     table = lut("sequential")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QFontMetrics
+from qt_idle import settle
 
 from attn_explorer.models import load_model
 from attn_explorer.models.testing.tiny_bert import write_tiny_bert
@@ -142,8 +143,9 @@ def test_an_answer_to_a_request_no_longer_current_is_dropped(qtbot, view, tiny_d
     view.sentence_edit.setText("")
     view.compute_now()
     assert "empty" in view.status_label.text()
+    dropped = view._runner.dropped
     release.set()
-    qtbot.wait(200)
+    qtbot.waitUntil(lambda: view._runner.dropped > dropped, timeout=10_000)  # the old answer
     assert view.result is None and "empty" in view.status_label.text()
     assert not view.take_button.isEnabled()
 
@@ -169,7 +171,7 @@ def show_result(qtbot, view, folder, size, text="the cat sat on the mat and the 
     view.set_model_folder(folder)
     view.set_sentence(text)
     qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=10_000)
-    qtbot.wait(20)  # layouts settle
+    settle()  # layouts settle
 
 
 def inside(outer, inner) -> bool:
@@ -224,7 +226,7 @@ def test_a_narrow_dock_scrolls_to_the_selected_head(qtbot, view, twelve_dir):
 def test_enlarged_head_title_axes_and_colour_bar_are_whole(qtbot, view, twelve_dir, size):
     show_result(qtbot, view, twelve_dir, size, "the cat sat on the mat and the dog ran " * 2)
     view.select_head(3, 5)
-    qtbot.wait(20)
+    settle()
     plot = view._detail_plot
     scene = view.detail.sceneRect()
     assert plot.titleLabel.text == "layer 4 · head 6"
@@ -291,7 +293,8 @@ def test_shutdown_stops_the_timer_and_drops_a_late_answer(qtbot, view, tiny_dir)
     view.compute_now()  # a request in flight when the window closes
     view.shutdown()
     assert not view.busy
-    qtbot.wait(300)  # the worker's answer, if any, arrives now, and is stale
+    # The worker's answer (finished, or cancelled before it started) arrives, and is stale.
+    qtbot.waitUntil(lambda: view._runner.dropped >= 1)
     assert view.result is None
     assert view._runner.dropped + (view.status_label.text() == "Computing…") >= 1
 
@@ -357,7 +360,7 @@ def test_selection_frame_is_the_thumbnail(qtbot, view, minilm_dir):
 def test_enlarged_head_fits_inside_its_widget(qtbot, view, minilm_dir, size):
     show_result(qtbot, view, minilm_dir, size, "the cat sat on the mat and the dog ran " * 2)
     view.select_head(1, 11)
-    qtbot.wait(20)
+    settle()
     plot, shown = view._detail_plot, view.detail.viewport().rect().toRectF()
     assert plot.titleLabel.text == "layer 2 · head 12"
     for item in (plot.titleLabel, view._colorbar, view._colorbar.axis):
@@ -371,7 +374,7 @@ def test_enlarged_head_fits_inside_its_widget(qtbot, view, minilm_dir, size):
 def test_summary_table_shows_every_layer(qtbot, view, minilm_dir):
     show_result(qtbot, view, minilm_dir, (300, 625))
     view.lower_tabs.setCurrentIndex(1)
-    qtbot.wait(20)
+    settle()
     table = view.summary_table
     assert table.isVisible() and table.rowCount() == 6
     rows = sum(table.rowHeight(row) for row in range(6))

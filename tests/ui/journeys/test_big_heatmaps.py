@@ -40,7 +40,7 @@ def load_random(user, heads: int, tokens: int, dim: int) -> None:
     user.qtbot.waitUntil(
         lambda: window.results.up_to_date and window.recompute.wait_idle(), timeout=20000
     )
-    user.settle(20)
+    user.settle()
 
 
 def full_result(window):

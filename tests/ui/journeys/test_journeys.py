@@ -280,18 +280,18 @@ def test_strategy_keys_after_editing_a_cell(user):
 @pytest.mark.slow
 def test_ctrl_t_brings_the_timing_dock_to_the_front(user):
     user.window.stepper_dock.raise_()
-    user.settle(20)
+    user.settle()
     assert user.window.timing_panel.visibleRegion().isEmpty()  # behind the stepper tab
     user.press(Qt.Key.Key_T, CTRL, widget=user.window)
-    user.settle(20)
+    user.settle()
     assert not user.window.timing_panel.visibleRegion().isEmpty()
     user.qtbot.waitUntil(lambda: not user.window.timing_panel.runner.is_busy(), timeout=30_000)
     assert "batched is" in user.window.timing_panel.summary.text()
     user.click_grid(1, 2)  # the stepper jumps: its dock comes to the front
-    user.settle(20)
+    user.settle()
     assert not user.window.stepper.visibleRegion().isEmpty()
     user.press(Qt.Key.Key_T, CTRL | SHIFT, widget=user.window)
-    user.settle(20)
+    user.settle()
     assert not user.window.timing_panel.visibleRegion().isEmpty()
     user.press(Qt.Key.Key_Period, CTRL, widget=user.window)
     user.qtbot.waitUntil(lambda: not user.window.timing_panel.runner.is_busy(), timeout=10_000)
