@@ -224,6 +224,7 @@ def test_self_test_passes_from_the_command_line(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir()), "the self-test wrote into the user's data folder"
 
 
+@pytest.mark.slow
 def test_self_test_reports_a_blank_export(qapp, monkeypatch, capsys, tmp_path: Path) -> None:
     """A broken exporter makes the self-test fail with a reason, not pass or crash."""
     from PySide6.QtGui import QColor, QImage

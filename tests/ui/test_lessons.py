@@ -93,6 +93,7 @@ def test_lesson_2_plays_the_loop_to_s(qtbot, window, panel):
     assert "18 multiply-adds in 9 body visits" in window.stepper.stepper.summary()
 
 
+@pytest.mark.slow
 def test_lesson_6_batching_keeps_the_head_count(qtbot, window, panel):
     panel.start_lesson("06-batching-the-heads", 0)
     assert window.session.shape[1] == 2
@@ -123,6 +124,7 @@ def test_lesson_4_predicting_right_then_next_reveals_q2_k4(qtbot, window, panel)
     assert grid(window)[1][1] == 1 and grid(window)[1][3] == 0
 
 
+@pytest.mark.slow
 def test_next_restores_the_lesson_after_the_user_changed_it(qtbot, window, panel):
     panel.start_lesson("02-loop-visits-every-pair", 2)
     assert grid(window) == S
@@ -139,6 +141,7 @@ def test_next_restores_the_lesson_after_the_user_changed_it(qtbot, window, panel
     assert window.session.can_undo()
 
 
+@pytest.mark.slow
 def test_moving_the_stepper_is_not_a_change_to_restore(qtbot, window, panel):
     panel.start_lesson("01-one-score", 0)
     window.stepper.to_end()
@@ -148,6 +151,7 @@ def test_moving_the_stepper_is_not_a_change_to_restore(qtbot, window, panel):
     assert panel.runner.failures() == []
 
 
+@pytest.mark.slow
 def test_back_shows_the_previous_step_as_the_lesson_set_it_up(qtbot, window, panel):
     panel.start_lesson("07-batch-head-sequence", 0)
     panel.next()
@@ -161,6 +165,7 @@ def test_back_shows_the_previous_step_as_the_lesson_set_it_up(qtbot, window, pan
     assert panel.runner.index == 0 and window.session.shape[:3] == (1, 1, 3)
 
 
+@pytest.mark.slow
 def test_keyboard_next_back_space_when_the_panel_has_focus(qtbot, window, panel):
     panel.start_lesson("03-one-matmul", 0)
     panel.lesson_list.setFocus()
@@ -195,6 +200,7 @@ def test_progress_is_remembered_across_windows(qtbot, window, panel, new_window)
     assert second_window.session.options.strategy == "matmul"
 
 
+@pytest.mark.slow
 def test_help_menu_shortcut_and_start_here(qtbot, window, new_window):
     p, dock, action = window.lessons, window.lessons_dock, window.commands.lessons
     assert not dock.isVisible()
@@ -214,6 +220,7 @@ def test_help_menu_shortcut_and_start_here(qtbot, window, new_window):
     assert not other.start_button.isVisible()  # only on the first launch
 
 
+@pytest.mark.slow
 def test_dock_is_on_the_right_and_resizable(window, panel):
     assert window.dockWidgetArea(window.lessons_dock) == Qt.DockWidgetArea.RightDockWidgetArea
     assert (
@@ -224,6 +231,7 @@ def test_dock_is_on_the_right_and_resizable(window, panel):
     assert panel.text.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
 
 
+@pytest.mark.slow
 def test_links_in_the_text_highlight_their_control(window, panel):
     panel.start_lesson("07-batch-head-sequence", 0)
     assert "control:heads" in panel.runner.step.text

@@ -54,6 +54,7 @@ def test_typing_q1_changes_scores_row_and_heatmap(qtbot, window):
     assert not np.array_equal(before, after)
 
 
+@pytest.mark.slow
 def test_full_precision_is_kept(qtbot, window):
     table = window.tables["key"]
     with qtbot.waitSignal(table.model().dataChanged, timeout=2000):
@@ -62,6 +63,7 @@ def test_full_precision_is_kept(qtbot, window):
 
 
 @pytest.mark.parametrize("text", ["abc", "nan", "inf", "1,5"])
+@pytest.mark.slow
 def test_bad_text_is_rejected_with_a_message_naming_the_cell(qtbot, window, text):
     table = window.tables["query"]
     type_into_cell(qtbot, table, 1, 0, text)
@@ -73,6 +75,7 @@ def test_bad_text_is_rejected_with_a_message_naming_the_cell(qtbot, window, text
     assert not window.session.can_undo()
 
 
+@pytest.mark.slow
 def test_each_strategy_gives_identical_results(qtbot, window):
     window.load_preset("random", heads=3, tokens=6, dim=4, seed=3)
     results = {}
@@ -98,6 +101,7 @@ def test_keys_1_2_3_switch_strategy(qtbot, window):
         assert window.commands.strategies[name].shortcut().toString() == chr(key)
 
 
+@pytest.mark.slow
 def test_code_panel_shows_the_compute_source(window):
     import inspect
 
@@ -114,6 +118,7 @@ def test_code_panel_shows_the_compute_source(window):
     assert "total += Q[i][d] * K[j][d]" in window.code_panel.code.toPlainText()
 
 
+@pytest.mark.slow
 def test_paste_block_then_undo_redo(qtbot, window):
     table = window.tables["key"]
     table.setCurrentIndex(table.model().index(1, 0))
@@ -147,6 +152,7 @@ def test_copy_selection_full_precision(qtbot, window):
     assert QApplication.clipboard().text() == text
 
 
+@pytest.mark.slow
 def test_resize_and_undo_through_size_controls(qtbot, window):
     controls = window.size_controls
     controls.spins["T"].setValue(5)
@@ -169,6 +175,7 @@ def test_over_limit_resize_is_refused_and_state_kept(window):
 @pytest.mark.parametrize(
     "name", ["worked", "exercise", "identity", "duplicates", "large-norms", "causal"]
 )
+@pytest.mark.slow
 def test_presets_load_and_show(window, name):
     assert window.load_preset(name)
     assert window.results.result is not None
@@ -263,6 +270,7 @@ def test_worker_error_is_reported(qtbot):
     assert "ZeroDivisionError" in blocker.args[0]
 
 
+@pytest.mark.slow
 def test_grab_shows_colour_map_extremes(qtbot, window):
     window.load_preset("large-norms")  # softmax saturates: weights ≈ 1 and ≈ 0
     window.session.set_option("stage", "weights")
@@ -294,6 +302,7 @@ def test_title_shows_unsaved_changes(window):
     assert "*" in window.windowHandle().title()
 
 
+@pytest.mark.slow
 def test_per_head_colour_scale_and_enlarge(window):
     window.load_preset("random", heads=4, tokens=6, dim=3, seed=2)
     window.session.set_option("shared_scale", False)
@@ -320,6 +329,7 @@ def test_deferred_plots_are_built_after_first_paint(qtbot):
     assert w.timing_dock.widget() is w.timing_panel
 
 
+@pytest.mark.slow
 def test_many_heads_are_thumbnails_and_wide_tables_scroll(qtbot, window):
     window.load_preset("random", heads=8, tokens=6, dim=12, seed=4)
     plots = window.heatmaps.plots

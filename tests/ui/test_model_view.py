@@ -54,6 +54,7 @@ def test_typing_a_sentence_updates_the_grid(qtbot, view, tiny_dir):
     assert item.image.shape == (8, 8)
 
 
+@pytest.mark.slow
 def test_scores_toggle_uses_raw_scores_centred_at_zero(qtbot, view, tiny_dir):
     view.set_model_folder(tiny_dir)
     view.set_sentence("the cat sat")
@@ -105,6 +106,7 @@ def test_bad_folder_shows_a_message(qtbot, view, tmp_path):
     assert not view.take_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_empty_sentence_and_truncation_messages(qtbot, view, tiny_dir):
     view.set_model_folder(tiny_dir)
     view.set_sentence("   ")
@@ -178,6 +180,7 @@ def inside(outer, inner) -> bool:
     return outer.adjusted(-0.5, -0.5, 0.5, 0.5).contains(inner)
 
 
+@pytest.mark.slow
 def test_placeholder_says_what_to_do_until_a_result(qtbot, view, tiny_dir):
     view.resize(640, 600)
     view.show()
@@ -255,6 +258,7 @@ def test_token_labels_are_thinned_never_overlapping(qtbot, view, twelve_dir):
         assert not any(a.intersects(b) for a, b in itertools.pairwise(rects))
 
 
+@pytest.mark.slow
 def test_colours_come_from_colormaps(qtbot, view, tiny_dir):
     from attn_explorer.state.views.colormaps import lut
 

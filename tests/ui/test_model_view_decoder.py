@@ -30,6 +30,7 @@ def show_decoder(qtbot, view, path, text="the cat sat"):
     qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=10_000)
 
 
+@pytest.mark.slow
 def test_decoder_grid_is_causal_and_brackets_heads_that_share_keys(qtbot, view, tiny_gguf):
     show_decoder(qtbot, view, tiny_gguf)
     result = view.result
@@ -48,6 +49,7 @@ def test_decoder_grid_is_causal_and_brackets_heads_that_share_keys(qtbot, view, 
     assert not view.pair_edit.isEnabled() and not view.strategy_combo.isEnabled()
 
 
+@pytest.mark.slow
 def test_generate_writes_tokens_and_shows_the_growing_rows(qtbot, view, tiny_gguf):
     show_decoder(qtbot, view, tiny_gguf)
     panel = view.generation
@@ -99,6 +101,7 @@ def test_stop_keeps_what_was_written_and_frees_the_window(qtbot, view, tiny_gguf
     assert len(view.session.generation.tokens) == written
 
 
+@pytest.mark.slow
 def test_generate_with_an_encoder_says_it_reads_only(qtbot, view, tmp_path):
     from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 

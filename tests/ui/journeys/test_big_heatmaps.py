@@ -196,6 +196,7 @@ def test_stepping_a_big_session_fills_whole_blocks_only(user):
     assert not (image[..., :3] == EMPTY_RGB).all(axis=-1).any()
 
 
+@pytest.mark.slow
 def test_after_an_edit_of_one_head_the_strategies_still_agree(user):
     load_random(user, heads=4, tokens=8, dim=2)
     user.press(Qt.Key.Key_1, Qt.KeyboardModifier.AltModifier, widget=user.window)  # loop

@@ -48,6 +48,7 @@ def restart(qtbot) -> MainWindow:
 
 
 # -- defect 1: the grid is never blank while a result exists --------------------------------------
+@pytest.mark.slow
 def test_stepper_then_a_new_token_count_shows_the_whole_new_result(user):
     user.click_heatmap(0, 1, 1)  # jumps the stepper to cell (t2, t2): one batched call
     assert user.window.stepper.frame() is not None
@@ -89,6 +90,7 @@ def test_stepping_then_a_preset_then_undo_always_shows_a_full_grid(user):
     user.assert_heatmap_drawn()
 
 
+@pytest.mark.slow
 def test_switching_strategy_part_way_through_a_step_through(user):
     user.choose("Presets", "Causal language model")
     user.press(Qt.Key.Key_1, ALT, widget=user.window)  # loop
@@ -378,6 +380,7 @@ def test_the_title_names_the_document_once_and_marks_changes(user, tmp_path):
     assert user.window.windowTitle().count("Attention Explorer") == 0  # the platform adds it
 
 
+@pytest.mark.slow
 def test_new_cells_are_visible_and_the_status_says_what_they_hold(user):
     user.set_size("H", 2)
     assert user.window.session.shape == (1, 2, 3, 2)
@@ -393,6 +396,7 @@ def test_new_cells_are_visible_and_the_status_says_what_they_hold(user):
     user.assert_grid_is_the_result()
 
 
+@pytest.mark.slow
 def test_a_lesson_asks_before_replacing_unsaved_work(user):
     user.type_cell("query", 1, 0, "9")
     user.press(Qt.Key.Key_F3, widget=user.window)
@@ -413,6 +417,7 @@ def test_a_lesson_asks_before_replacing_unsaved_work(user):
     assert preset("worked").snapshot.query.tolist() == user.window.session.matrix("query").tolist()
 
 
+@pytest.mark.slow
 def test_a_lesson_step_asks_before_replacing_a_files_changes(user, tmp_path):
     path = tmp_path / "mine.json"
     user.press(Qt.Key.Key_F3, widget=user.window)

@@ -60,6 +60,7 @@ def test_drag_q2_tip_edits_q_updates_the_grid_and_one_undo_restores_it(user):
     assert view.tips("query")[1].tolist() == [0.0, 1.0]
 
 
+@pytest.mark.slow
 def test_exercise_cell_2_4_highlights_q2_and_k4_with_their_dot_product(user):
     user.choose("Presets", "Exercise: k4 = (2, 0)")
     view = user.window.vectors_view
@@ -125,6 +126,7 @@ def test_export_the_vectors_view_through_the_heatmaps_export_options(user, tmp_p
     assert "Exported" in user.status()
 
 
+@pytest.mark.slow
 def test_a_cell_of_another_head_never_shows_this_heads_numbers(user):
     """The vectors view draws the current head: clicking head 2's heatmap while head 1 is
     shown leaves its selection alone (head 1's q·k for that cell would be a wrong number);
