@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 SCREENS = Path(__file__).parent / "screens"  # offscreen screen sizes, one JSON file each
-os.environ.setdefault("QT_QPA_PLATFORM", f"offscreen:configfile={SCREENS / '1920x1080.json'}")
-os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+# Forced, not defaulted: CI often exports QT_QPA_PLATFORM=offscreen, whose default screen
+# (800 × 800) is smaller than the windows the tests open and lay out; they need this one.
+os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={SCREENS / '1920x1080.json'}"
+os.environ["PYQTGRAPH_QT_LIB"] = "PySide6"
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,7 @@ def run_script(*args: str) -> str:
     return out.stdout
 
 
+@pytest.mark.slow
 def test_stepper_bench_prints_its_three_tables():
     text = run_script("bench/stepper.py", "--quick")
     assert "UI-thread CPU time per step" in text

@@ -125,6 +125,43 @@ def test_type_ignores_say_why():
                 )
 
 
+#: The packages mypy checks strictly (pyproject [[tool.mypy.overrides]]).
+STRICT_PACKAGES = ["attn_explorer.compute.*", "attn_explorer.state.*", "attn_explorer.models.*"]
+
+
+def test_mypy_is_strict_on_compute_state_and_models():
+    """Every flag ``--strict`` turns on (as this mypy lists them) is on for the Qt-free layers.
+
+    pyproject spells the flags out: ``strict = true`` in an override turns on the global
+    flags, for every package. A newer mypy that adds a flag to ``--strict`` fails here.
+    """
+    pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]')")
+    import tomllib
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "mypy", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    found = re.search(
+        r"--strict\s+Strict mode; enables the following flags:(.*?)\n  --", shown, re.S
+    )
+    assert found is not None, "mypy --help no longer lists what --strict enables"
+    flags = re.findall(r"--[a-z][a-z-]*", re.sub(r"-\s*\n\s*", "-", found.group(1)))
+    assert len(flags) >= 10, flags
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    overrides = config.get("overrides", [])
+    assert all("strict" not in o for o in overrides), "strict = true in an override is global"
+    strict = [o for o in overrides if o["module"] == STRICT_PACKAGES]
+    assert len(strict) == 1, f"no override for exactly {STRICT_PACKAGES}"
+    for flag in flags:
+        name = flag.removeprefix("--")
+        key, value = (name[3:], False) if name.startswith("no-") else (name, True)
+        key = key.replace("-", "_")
+        assert strict[0].get(key, config.get(key)) == value, (
+            f"{flag} is not on for {STRICT_PACKAGES}"
+        )
+
+
+@pytest.mark.slow
 def test_mypy_passes_over_every_package():
     pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]')")
     done = subprocess.run(

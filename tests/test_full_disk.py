@@ -127,6 +127,7 @@ def assert_one_line_exit_2(result: subprocess.CompletedProcess) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["npz", "png"])
+@pytest.mark.slow
 def test_model_export(tiny_disk, tmp_path, fmt):
     from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 

@@ -125,6 +125,7 @@ def test_the_corpus_is_big_and_is_what_the_generator_writes(tmp_path):
 
 
 @pytest.mark.parametrize("path", FILES, ids=[path.name for path in FILES])
+@pytest.mark.slow
 def test_corpus_file_through_the_command_line(outcomes, path):
     check_cli(outcomes[path.name], hostile.expected_outcome(path))
 
@@ -147,6 +148,7 @@ def test_corpus_file_through_load_session(path, tmp_path):
         assert again.snapshot.query.tobytes() == loaded.snapshot.query.tobytes()
 
 
+@pytest.mark.slow
 def test_special_files_through_the_command_line(tmp_path):
     made = hostile.special_files(tmp_path)
     assert len(made) >= 4

@@ -46,6 +46,7 @@ def test_probe_walks_every_compute_module():
         assert f"attn_explorer.compute.{module}" in loaded
 
 
+@pytest.mark.slow
 def test_probe_would_notice_qt():
     """Not a tautology: a package that imports pyqtgraph is reported."""
     pytest.importorskip("pyqtgraph")

@@ -204,6 +204,7 @@ def test_spec_and_launcher_are_where_build_sh_expects_them() -> None:
 # -- self-test and screenshots ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_self_test_passes_from_the_command_line(tmp_path: Path) -> None:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTN_EXPLORER_DATA_DIR": str(tmp_path)}
     result = subprocess.run(
@@ -223,6 +224,7 @@ def test_self_test_passes_from_the_command_line(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir()), "the self-test wrote into the user's data folder"
 
 
+@pytest.mark.slow
 def test_self_test_reports_a_blank_export(qapp, monkeypatch, capsys, tmp_path: Path) -> None:
     """A broken exporter makes the self-test fail with a reason, not pass or crash."""
     from PySide6.QtGui import QColor, QImage
@@ -243,6 +245,7 @@ def test_self_test_reports_a_blank_export(qapp, monkeypatch, capsys, tmp_path: P
     assert "self-test FAILED: blank.png looks blank" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_screenshots_tool_grabs_the_window(qapp, tmp_path: Path) -> None:
     from PySide6.QtGui import QImage
 

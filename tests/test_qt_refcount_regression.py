@@ -62,6 +62,7 @@ SCRIPT = textwrap.dedent(
 ).format(emits=EMITS, cycles=IMAGE_CYCLES)
 
 
+@pytest.mark.slow
 def test_many_emits_and_paints_do_not_abort():
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYQTGRAPH_QT_LIB": "PySide6"}
     done = subprocess.run(

@@ -22,7 +22,8 @@ import numpy as np
 from attn_explorer.analysis.next_token import probabilities
 from attn_explorer.compute import Cancelled
 from attn_explorer.models.decoder.blocks import run_blocks
-from attn_explorer.models.decoder.llama import DecoderModel, rms_norm
+from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.decoder.ops import rms_norm
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from attn_explorer.analysis.next_token import next_token
 from attn_explorer.analysis.rollout import rollout
 from attn_explorer.compute import Cancelled
 from attn_explorer.models.decoder.llama import DecoderModel
-from attn_explorer.models.encoder.bert import BertModel, ModelAttention
+from attn_explorer.models.encoder.bert import BertModel
+from attn_explorer.models.results import ModelAttention
 
 #: Why an encoder has no logit lens, next token or ablation (shown where they would be).
 DECODER_ONLY = (

@@ -73,7 +73,8 @@ class Plane:
 
     def place(self, vectors: np.ndarray) -> np.ndarray:
         """Coordinates ``(T, 2)`` of vectors ``(T, d)`` in this plane."""
-        return np.asarray(vectors, dtype=np.float64) @ self.axes.T  # (T, d) @ (d, 2) -> (T, 2)
+        points: np.ndarray = np.asarray(vectors, dtype=np.float64) @ self.axes.T  # (T, d) @ (d, 2)
+        return points  # (T, 2)
 
 
 def _explained(points: np.ndarray, axes: np.ndarray) -> tuple[float, float]:

@@ -87,6 +87,7 @@ class AttentionResult:
 
     @cached_property
     def scaled(self) -> np.ndarray:
+        scaled: np.ndarray  # (the marked lines below are shown in the app as they are)
         # [stage scaled]
         scaled = self.scores * self.scores.dtype.type(self.scale)  # scale = 1/√d or 1
         # [end]
@@ -105,7 +106,8 @@ class AttentionResult:
         """The array of a pipeline stage by name (see ``STAGES``)."""
         if name not in STAGES:
             raise ValueError(f"stage: unknown stage {name!r}; choose one of {', '.join(STAGES)}.")
-        return getattr(self, name)
+        array: np.ndarray | None = getattr(self, name)
+        return array
 
 
 def stage_source(stage: str) -> str:

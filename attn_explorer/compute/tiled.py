@@ -213,7 +213,8 @@ class TiledResult:
 
     @cached_property
     def scaled(self) -> np.ndarray:
-        return self.scores * self.scores.dtype.type(self.scale)
+        result: np.ndarray = self.scores * self.scores.dtype.type(self.scale)
+        return result
 
     @cached_property
     def masked(self) -> np.ndarray:
@@ -228,7 +229,8 @@ class TiledResult:
         shift = np.where(self.fully_masked_rows, dtype(0), self.row_max)[..., None]
         total = np.where(self.fully_masked_rows, dtype(1), self.row_sum)[..., None]
         with np.errstate(under="ignore"):
-            return np.exp(self.masked - shift) / total  # hidden: exp(−inf) = 0
+            answer: np.ndarray = np.exp(self.masked - shift) / total  # hidden: exp(−inf) = 0
+            return answer
 
     def stage(self, name: str) -> np.ndarray | None:
         """The array of a pipeline stage by name (see ``STAGES``), derived if it is a grid."""
@@ -236,7 +238,8 @@ class TiledResult:
 
         if name not in STAGES:
             raise ValueError(f"stage: unknown stage {name!r}; choose one of {', '.join(STAGES)}.")
-        return getattr(self, name)
+        answer: np.ndarray | None = getattr(self, name)
+        return answer
 
     @property
     def nbytes_held(self) -> int:

@@ -40,6 +40,12 @@ class LoopStep:
 class LoopTrace(Sequence[LoopStep]):
     """Every multiply-add of ``scores_loop`` in execution order, computed on demand."""
 
+    batches: int
+    heads: int
+    t_q: int
+    t_k: int
+    d: int
+
     def __init__(self, query: object, key: object) -> None:
         q, k = check_pair(query, key)
         self.query = to_4d(q)  # (B, H, T_q, d)

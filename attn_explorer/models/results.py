@@ -77,7 +77,8 @@ class ModelAttention:
     @property
     def last_hidden_state(self) -> np.ndarray:
         """(T, hidden): the final layer's output for each token."""
-        return self.hidden_states[-1]
+        result: np.ndarray = self.hidden_states[-1]
+        return result
 
     @property
     def notice(self) -> str:

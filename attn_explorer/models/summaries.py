@@ -40,7 +40,8 @@ class HeadSummaries:
         if name not in SUMMARY_NAMES:
             choices = ", ".join(SUMMARY_NAMES)
             raise ValueError(f"summary: unknown {name!r}; choose one of {choices}.")
-        return getattr(self, name)
+        summary: np.ndarray = getattr(self, name)
+        return summary
 
 
 def head_summaries(weights: np.ndarray, tokens: list[str]) -> HeadSummaries:

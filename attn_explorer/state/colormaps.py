@@ -186,7 +186,7 @@ def colour_index(values: np.ndarray, low: float, high: float) -> np.ndarray:
     if not everything_finite:
         position[~finite] = 0  # NaN would not cast; these cells get their own rows below
     np.rint(position, out=position)
-    index = position.astype(np.uint16)
+    index: np.ndarray = position.astype(np.uint16)
     if not everything_finite:
         index[np.isneginf(values)] = MASKED_INDEX
         index[np.isnan(values) | np.isposinf(values)] = INVALID_INDEX

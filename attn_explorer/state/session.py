@@ -84,7 +84,8 @@ class Session:
         """The (T, d) matrix of one (batch, head); defaults to the selected ones."""
         b = self.options.batch_index if batch is None else batch
         h = self.options.head if head is None else head
-        return self.matrix(name)[b, h]
+        matrix: np.ndarray = self.matrix(name)[b, h]
+        return matrix
 
     def snapshot(self) -> Snapshot:
         return Snapshot(

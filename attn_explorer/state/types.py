@@ -157,6 +157,7 @@ def out_of_range(value: float) -> str:
 
 
 def default_tokens(count: int, start: int = 1) -> list[str]:
+    """Token names ``t<start>`` … for ``count`` new tokens, as the explorer names them."""
     return [f"t{n}" for n in range(start, start + count)]
 
 

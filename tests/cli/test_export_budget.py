@@ -87,6 +87,7 @@ def baseline(tmp_path_factory) -> int:
     return peak
 
 
+@pytest.mark.slow
 def test_the_823_kb_session_is_refused_before_any_work(tmp_path, baseline):
     path = tmp_path / "h16-t4096.json"
     session = write_session(path, (1, 16, 4096, 1), whole=True)
@@ -103,6 +104,7 @@ def test_the_823_kb_session_is_refused_before_any_work(tmp_path, baseline):
 
 
 @pytest.mark.parametrize("fmt", ["png", "svg", "csv", "npz"])
+@pytest.mark.slow
 def test_an_export_uses_no_more_than_its_estimate(tmp_path, baseline, fmt):
     """The estimate is an upper bound of what the export really allocates."""
     path = tmp_path / "s.json"

@@ -383,7 +383,7 @@ def test_an_unreadable_model_folder_is_one_model_error(tmp_path, monkeypatch):
         load_model(folder)
 
 
-@pytest.mark.parametrize("which", ["tiny", "smollm2"])
+@pytest.mark.parametrize("which", ["tiny", pytest.param("smollm2", marks=pytest.mark.slow)])
 def test_our_reader_gives_gguf_readers_metadata_and_tensor_bytes_exactly(tmp_path, which):
     """GGUFFile reads the file itself (not with GGUFReader, whose per-item views cost
     160 MB for SmolLM2); every metadata value and every tensor's bytes must be equal."""

@@ -71,6 +71,7 @@ def max_differences(folder, hf, sentences, pairs=()):
     return layers, hidden
 
 
+@pytest.mark.slow
 def test_tiny_model_matches_transformers(hf, tiny_model_dir):
     layers, hidden = max_differences(
         tiny_model_dir,

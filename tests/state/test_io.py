@@ -120,6 +120,7 @@ def sessions(draw):
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(state=sessions())
+@pytest.mark.slow
 def test_save_load_round_trip_random_sessions(tmp_path, state):
     path = save(state, tmp_path / "random.json")
     assert_same_state(io.load_session(path), state)

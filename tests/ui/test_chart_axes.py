@@ -7,6 +7,7 @@ import itertools
 import pyqtgraph as pg
 import pytest
 from PySide6.QtGui import QImage, QPainter
+from qt_idle import settle
 
 from attn_explorer.state import Session
 from attn_explorer.state.formatting import format_seconds
@@ -64,9 +65,9 @@ def panel(qtbot):
     widget.runner.cancel(quiet=True)
 
 
-def test_sweep_axes_are_labelled_at_whole_decades_only(qtbot, panel):
+def test_sweep_axes_are_labelled_at_whole_decades_only(panel):
     panel.show_sweep(SWEEP)
-    qtbot.wait(50)  # the axes take the new range on the next layout pass
+    settle()  # the axes take the new range on the next layout pass
     tokens = drawn_labels(panel.scaling.getAxis("bottom"))
     seconds = drawn_labels(panel.scaling.getAxis("left"))
     assert [text for text, _ in tokens] == ["10¹", "10²", "10³"]  # T = 4 … 1024
@@ -80,10 +81,10 @@ def test_sweep_axes_are_labelled_at_whole_decades_only(qtbot, panel):
     assert minor and set(axis.tickStrings(minor, 1.0, 1.0)) == {""}
 
 
-def test_short_chart_labels_every_other_decade_rather_than_colliding(qtbot, panel):
+def test_short_chart_labels_every_other_decade_rather_than_colliding(panel):
     panel.resize(1000, 200)
     panel.show_sweep(SWEEP)
-    qtbot.wait(50)
+    settle()
     seconds = drawn_labels(panel.scaling.getAxis("left"))
     assert seconds and {text for text, _ in seconds} <= SECONDS
     assert_apart(seconds)
@@ -112,9 +113,9 @@ def test_empty_charts_say_what_to_press_until_a_result_arrives(qtbot, panel):
     assert placeholders(panel.bars) == [BARS_PLACEHOLDER]  # no timing yet
 
 
-def test_legend_sits_outside_the_curves(qtbot, panel):
+def test_legend_sits_outside_the_curves(panel):
     panel.show_sweep(SWEEP)
-    qtbot.wait(50)
+    settle()
     names = [label.text for _, label in panel.legend.items]
     assert names == ["loop", "loop (est.)", "matmul", "batched"]
     view = panel.scaling.getPlotItem().getViewBox().sceneBoundingRect()
@@ -126,13 +127,13 @@ def test_legend_sits_outside_the_curves(qtbot, panel):
     assert chart.right() <= panel.scaling.width() + 1  # the legend does not push it off
 
 
-def test_output_stage_names_the_columns_of_v(qtbot, window):
+def test_output_stage_names_the_columns_of_v(window):
     window.session.set_option("stage", "output")
-    qtbot.wait(50)
+    settle()
     axis = window.heatmaps.plots[0].getAxis("bottom")
     assert axis.labelText == "dimension of V"
     assert [text for text, _ in drawn_labels(axis)] == ["d1", "d2"]
     window.session.set_option("stage", "scores")  # back to keys: the token names again
-    qtbot.wait(50)
+    settle()
     axis = window.heatmaps.plots[0].getAxis("bottom")
     assert [text for text, _ in drawn_labels(axis)] == ["t1", "t2", "t3"]

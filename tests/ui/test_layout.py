@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from qt_idle import settle
 
 from attn_explorer.tools import layout_check
 
@@ -72,6 +73,7 @@ def test_the_checker_finds_a_widget_cut_off_by_its_parent(qtbot):
     assert layout_check.overhangs(top) == []
 
 
+@pytest.mark.slow
 def test_the_checker_sees_a_plot_larger_than_its_view(qtbot):
     """A heatmap grid squeezed into a tiny view reports its cut-off colour bar."""
     from attn_explorer.ui.window.main_window import MainWindow
@@ -85,6 +87,6 @@ def test_the_checker_sees_a_plot_larger_than_its_view(qtbot):
     qtbot.waitUntil(lambda: bool(window.heatmaps.bars))
     assert layout_check._plot_problems(window) == []
     window.heatmaps.view.setFixedWidth(90)  # narrower than the colour bar's minimum
-    qtbot.wait(50)
+    settle()
     problems = layout_check._plot_problems(window)
     assert any("colour bar" in p or "cells" in p for p in problems), problems

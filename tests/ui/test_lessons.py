@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import qt_idle
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QColor, QImage
 
@@ -43,7 +44,7 @@ def settle(qtbot, window, runner: LessonRunner) -> None:
     assert step is not None
     if any(a["do"] == "stepper.play" for a in step.actions):
         qtbot.waitUntil(lambda: not window.stepper.is_playing(), timeout=15_000)
-    qtbot.wait(1)
+    qt_idle.settle()
 
 
 def not_blank(image: QImage) -> bool:
@@ -53,6 +54,7 @@ def not_blank(image: QImage) -> bool:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
+@pytest.mark.slow
 def test_every_lesson_runs_to_its_end_and_keeps_its_promises(
     qtbot, window, panel, lesson, tmp_path
 ):
@@ -77,6 +79,7 @@ def test_every_lesson_runs_to_its_end_and_keeps_its_promises(
     qtbot.waitUntil(lambda: not window.timing_panel.runner.is_busy(), timeout=60_000)
 
 
+@pytest.mark.slow
 def test_lesson_2_plays_the_loop_to_s(qtbot, window, panel):
     panel.start_lesson("02-loop-visits-every-pair", 0)
     assert grid(window) == [[None] * 3] * 3
@@ -90,6 +93,7 @@ def test_lesson_2_plays_the_loop_to_s(qtbot, window, panel):
     assert "18 multiply-adds in 9 body visits" in window.stepper.stepper.summary()
 
 
+@pytest.mark.slow
 def test_lesson_6_batching_keeps_the_head_count(qtbot, window, panel):
     panel.start_lesson("06-batching-the-heads", 0)
     assert window.session.shape[1] == 2
@@ -102,6 +106,7 @@ def test_lesson_6_batching_keeps_the_head_count(qtbot, window, panel):
         assert "H=2" in window.shape_label.text()
 
 
+@pytest.mark.slow
 def test_lesson_4_predicting_right_then_next_reveals_q2_k4(qtbot, window, panel):
     panel.start_lesson("04-predict-a-score", 0)
     stepper_panel = window.stepper
@@ -119,6 +124,7 @@ def test_lesson_4_predicting_right_then_next_reveals_q2_k4(qtbot, window, panel)
     assert grid(window)[1][1] == 1 and grid(window)[1][3] == 0
 
 
+@pytest.mark.slow
 def test_next_restores_the_lesson_after_the_user_changed_it(qtbot, window, panel):
     panel.start_lesson("02-loop-visits-every-pair", 2)
     assert grid(window) == S
@@ -135,6 +141,7 @@ def test_next_restores_the_lesson_after_the_user_changed_it(qtbot, window, panel
     assert window.session.can_undo()
 
 
+@pytest.mark.slow
 def test_moving_the_stepper_is_not_a_change_to_restore(qtbot, window, panel):
     panel.start_lesson("01-one-score", 0)
     window.stepper.to_end()
@@ -144,6 +151,7 @@ def test_moving_the_stepper_is_not_a_change_to_restore(qtbot, window, panel):
     assert panel.runner.failures() == []
 
 
+@pytest.mark.slow
 def test_back_shows_the_previous_step_as_the_lesson_set_it_up(qtbot, window, panel):
     panel.start_lesson("07-batch-head-sequence", 0)
     panel.next()
@@ -157,6 +165,7 @@ def test_back_shows_the_previous_step_as_the_lesson_set_it_up(qtbot, window, pan
     assert panel.runner.index == 0 and window.session.shape[:3] == (1, 1, 3)
 
 
+@pytest.mark.slow
 def test_keyboard_next_back_space_when_the_panel_has_focus(qtbot, window, panel):
     panel.start_lesson("03-one-matmul", 0)
     panel.lesson_list.setFocus()
@@ -170,6 +179,7 @@ def test_keyboard_next_back_space_when_the_panel_has_focus(qtbot, window, panel)
     assert panel.counter.text() == "Step 2 of 4"
 
 
+@pytest.mark.slow
 def test_progress_is_remembered_across_windows(qtbot, window, panel, new_window):
     panel.start_lesson("03-one-matmul", 0)
     panel.next()
@@ -190,6 +200,7 @@ def test_progress_is_remembered_across_windows(qtbot, window, panel, new_window)
     assert second_window.session.options.strategy == "matmul"
 
 
+@pytest.mark.slow
 def test_help_menu_shortcut_and_start_here(qtbot, window, new_window):
     p, dock, action = window.lessons, window.lessons_dock, window.menu_actions.lessons
     assert not dock.isVisible()
@@ -209,6 +220,7 @@ def test_help_menu_shortcut_and_start_here(qtbot, window, new_window):
     assert not other.start_button.isVisible()  # only on the first launch
 
 
+@pytest.mark.slow
 def test_dock_is_on_the_right_and_resizable(window, panel):
     assert window.dockWidgetArea(window.lessons_dock) == Qt.DockWidgetArea.RightDockWidgetArea
     assert (
@@ -219,6 +231,7 @@ def test_dock_is_on_the_right_and_resizable(window, panel):
     assert panel.text.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
 
 
+@pytest.mark.slow
 def test_links_in_the_text_highlight_their_control(window, panel):
     panel.start_lesson("07-batch-head-sequence", 0)
     assert "control:heads" in panel.runner.step.text
@@ -259,11 +272,12 @@ def _lightness(colour: QColor) -> float:
 
 
 @pytest.mark.parametrize("dark", [False, True])
+@pytest.mark.slow
 def test_text_readable_in_light_and_dark(qtbot, window, panel, dark):
     panel.start_lesson("07-batch-head-sequence", 0)
     try:
         palette.apply(dark)
-        qtbot.wait(1)
+        qt_idle.settle()  # the palette change reaches every widget
         image = panel.text.viewport().grab().toImage()
         base = panel.text.palette().color(panel.text.viewport().backgroundRole())
         # the most contrasting pixel is the text: it must stand well apart from the background

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
+from qt_idle import settle
 
 from attn_explorer.compute import STRATEGIES
 from attn_explorer.state.colormaps import lut
@@ -25,7 +26,7 @@ def type_into_cell(qtbot, table, row, col, text):
     editor.selectAll()
     qtbot.keyClicks(editor, text)
     qtbot.keyClick(editor, Qt.Key.Key_Return)
-    qtbot.wait(10)
+    settle()  # the delegate's commit is queued
 
 
 def grid_numbers(window):
@@ -53,6 +54,7 @@ def test_typing_q1_changes_scores_row_and_heatmap(qtbot, window):
     assert not np.array_equal(before, after)
 
 
+@pytest.mark.slow
 def test_full_precision_is_kept(qtbot, window):
     table = window.tables["key"]
     with qtbot.waitSignal(table.model().dataChanged, timeout=2000):
@@ -61,6 +63,7 @@ def test_full_precision_is_kept(qtbot, window):
 
 
 @pytest.mark.parametrize("text", ["abc", "nan", "inf", "1,5"])
+@pytest.mark.slow
 def test_bad_text_is_rejected_with_a_message_naming_the_cell(qtbot, window, text):
     table = window.tables["query"]
     type_into_cell(qtbot, table, 1, 0, text)
@@ -72,6 +75,7 @@ def test_bad_text_is_rejected_with_a_message_naming_the_cell(qtbot, window, text
     assert not window.session.can_undo()
 
 
+@pytest.mark.slow
 def test_each_strategy_gives_identical_results(qtbot, window):
     window.commands.load_preset("random", heads=3, tokens=6, dim=4, seed=3)
     results = {}
@@ -99,6 +103,7 @@ def test_keys_1_2_3_4_switch_strategy(qtbot, window):
         assert window.menu_actions.strategies[name].shortcut().toString() == chr(key)
 
 
+@pytest.mark.slow
 def test_code_panel_shows_the_compute_source(window):
     import inspect
 
@@ -116,6 +121,7 @@ def test_code_panel_shows_the_compute_source(window):
     assert "total += Q[i][d] * K[j][d]" in window.code_panel.code.toPlainText()
 
 
+@pytest.mark.slow
 def test_paste_block_then_undo_redo(qtbot, window):
     table = window.tables["key"]
     table.setCurrentIndex(table.model().index(1, 0))
@@ -149,6 +155,7 @@ def test_copy_selection_full_precision(qtbot, window):
     assert QApplication.clipboard().text() == text
 
 
+@pytest.mark.slow
 def test_resize_and_undo_through_size_controls(qtbot, window):
     controls = window.size_controls
     controls.spins["T"].setValue(5)
@@ -171,6 +178,7 @@ def test_over_limit_resize_is_refused_and_state_kept(window):
 @pytest.mark.parametrize(
     "name", ["worked", "exercise", "identity", "duplicates", "large-norms", "causal"]
 )
+@pytest.mark.slow
 def test_presets_load_and_show(window, name):
     assert window.commands.load_preset(name)
     assert window.results.result is not None
@@ -195,6 +203,7 @@ def test_table_models_pass_qtmodeltester(qtmodeltester, window):
     qtmodeltester.check(window.score_grid.model)
 
 
+@pytest.mark.slow
 def test_large_size_computes_in_worker_and_stays_responsive(qtbot, window):
     window.commands.load_preset("random", heads=4, tokens=512, dim=16, seed=1)
     assert window.score_grid.note.isVisible() or window.score_grid.table.isHidden()
@@ -206,6 +215,7 @@ def test_large_size_computes_in_worker_and_stays_responsive(qtbot, window):
     assert window.heatmaps.images[0].image.shape[0] <= 256  # downsampled to screen pixels
 
 
+@pytest.mark.slow
 def test_loop_on_big_shape_falls_back_with_a_message(qtbot, window):
     window.commands.load_preset("random", heads=8, tokens=512, dim=64, seed=1)
     window.commands.set_strategy("loop")
@@ -263,10 +273,11 @@ def test_worker_error_is_reported(qtbot):
     assert "ZeroDivisionError" in blocker.args[0]
 
 
+@pytest.mark.slow
 def test_grab_shows_colour_map_extremes(qtbot, window):
     window.commands.load_preset("large-norms")  # softmax saturates: weights ≈ 1 and ≈ 0
     window.session.set_option("stage", "weights")
-    qtbot.wait(50)
+    settle()
     image = window.grab().toImage()
     assert not image.isNull()
     table = lut("sequential")
@@ -294,6 +305,7 @@ def test_title_shows_unsaved_changes(window):
     assert "*" in window.windowHandle().title()
 
 
+@pytest.mark.slow
 def test_per_head_colour_scale_and_enlarge(window):
     window.commands.load_preset("random", heads=4, tokens=6, dim=3, seed=2)
     window.session.set_option("shared_scale", False)
@@ -320,6 +332,7 @@ def test_deferred_plots_are_built_after_first_paint(qtbot):
     assert w.timing_dock.widget() is w.timing_panel
 
 
+@pytest.mark.slow
 def test_many_heads_are_thumbnails_and_wide_tables_scroll(qtbot, window):
     window.commands.load_preset("random", heads=8, tokens=6, dim=12, seed=4)
     plots = window.heatmaps.plots
@@ -362,6 +375,7 @@ def test_the_code_panel_shows_the_lines_that_made_the_chosen_stage(qtbot, window
     assert code.extraSelections() == []
 
 
+@pytest.mark.slow
 def test_secondary_text_is_readable_in_the_dark_palette(qtbot, window):
     """View ▸ Dark palette: the dimmed text (placeholders, the stepper's timings) keeps a
     contrast with the window background a reader can see."""

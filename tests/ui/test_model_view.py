@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QFontMetrics
+from qt_idle import settle
 
 from attn_explorer.models import load_model
 from attn_explorer.models.take_head import explorer_inputs, head_title
@@ -54,6 +55,7 @@ def test_typing_a_sentence_updates_the_grid(qtbot, view, tiny_dir):
     assert item.image.shape == (8, 8)
 
 
+@pytest.mark.slow
 def test_scores_toggle_uses_raw_scores_centred_at_zero(qtbot, view, tiny_dir):
     view.set_model_folder(tiny_dir)
     view.set_sentence("the cat sat")
@@ -108,6 +110,7 @@ def test_bad_folder_shows_a_message(qtbot, view, tmp_path):
     assert not view.take_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_empty_sentence_and_truncation_messages(qtbot, view, tiny_dir):
     view.set_model_folder(tiny_dir)
     view.set_sentence("   ")
@@ -127,6 +130,7 @@ def test_newest_request_wins(qtbot, view, tiny_dir):
     assert view.result.tokens == ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
 
+@pytest.mark.slow
 def test_an_answer_to_a_request_no_longer_current_is_dropped(qtbot, view, tiny_dir, monkeypatch):
     """Clearing the sentence while the model runs: the old answer must not come back."""
     import threading
@@ -145,8 +149,9 @@ def test_an_answer_to_a_request_no_longer_current_is_dropped(qtbot, view, tiny_d
     view.sentence_edit.setText("")
     view.compute_now()
     assert "empty" in view.status_label.text()
+    dropped = view._runner.dropped
     release.set()
-    qtbot.wait(200)
+    qtbot.waitUntil(lambda: view._runner.dropped > dropped, timeout=10_000)  # the old answer
     assert view.result is None and "empty" in view.status_label.text()
     assert not view.take_button.isEnabled()
 
@@ -172,13 +177,14 @@ def show_result(qtbot, view, folder, size, text="the cat sat on the mat and the 
     view.set_model_folder(folder)
     view.set_sentence(text)
     qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=10_000)
-    qtbot.wait(20)  # layouts settle
+    settle()  # layouts settle
 
 
 def inside(outer, inner) -> bool:
     return outer.adjusted(-0.5, -0.5, 0.5, 0.5).contains(inner)
 
 
+@pytest.mark.slow
 def test_placeholder_says_what_to_do_until_a_result(qtbot, view, tiny_dir):
     view.resize(640, 600)
     view.show()
@@ -193,6 +199,7 @@ def test_placeholder_says_what_to_do_until_a_result(qtbot, view, tiny_dir):
     assert view.grid.isVisible() and view.detail.isVisible() and view.take_button.isVisible()
 
 
+@pytest.mark.slow
 def test_twelve_heads_fill_the_grid_square_and_labelled(qtbot, view, twelve_dir):
     show_result(qtbot, view, twelve_dir, (1100, 680))
     grid = view.grid
@@ -210,6 +217,7 @@ def test_twelve_heads_fill_the_grid_square_and_labelled(qtbot, view, twelve_dir)
     assert view._heads.orientation() == Qt.Orientation.Horizontal
 
 
+@pytest.mark.slow
 def test_a_narrow_dock_scrolls_to_the_selected_head(qtbot, view, twelve_dir):
     show_result(qtbot, view, twelve_dir, (400, 625))
     assert view._heads.orientation() == Qt.Orientation.Vertical  # grid above the head
@@ -221,10 +229,11 @@ def test_a_narrow_dock_scrolls_to_the_selected_head(qtbot, view, twelve_dir):
 
 
 @pytest.mark.parametrize("size", [(400, 625), (564, 625), (1100, 680)])
+@pytest.mark.slow
 def test_enlarged_head_title_axes_and_colour_bar_are_whole(qtbot, view, twelve_dir, size):
     show_result(qtbot, view, twelve_dir, size, "the cat sat on the mat and the dog ran " * 2)
     view.select_head(3, 5)
-    qtbot.wait(20)
+    settle()
     plot = view.detail.getPlotItem()
     scene = view.detail.sceneRect()
     assert plot.titleLabel.text == "layer 4 · head 6"
@@ -235,6 +244,7 @@ def test_enlarged_head_title_axes_and_colour_bar_are_whole(qtbot, view, twelve_d
     assert view.rect().contains(placed)  # the plot itself is not cut by the dock
 
 
+@pytest.mark.slow
 def test_token_labels_are_thinned_never_overlapping(qtbot, view, twelve_dir):
     from PySide6.QtGui import QPainter, QPicture
 
@@ -253,6 +263,7 @@ def test_token_labels_are_thinned_never_overlapping(qtbot, view, twelve_dir):
         assert not any(a.intersects(b) for a, b in itertools.pairwise(rects))
 
 
+@pytest.mark.slow
 def test_colours_come_from_colormaps(qtbot, view, tiny_dir):
     from attn_explorer.state.colormaps import lut
 
@@ -281,6 +292,7 @@ def test_hover_on_the_enlarged_head_reads_the_selected_head(qtbot, view, tiny_di
     assert view.hover_label.text().strip() == ""
 
 
+@pytest.mark.slow
 def test_shutdown_stops_the_timer_and_drops_a_late_answer(qtbot, view, tiny_dir):
     view.set_model_folder(tiny_dir)
     view.set_sentence("the cat sat")
@@ -290,7 +302,8 @@ def test_shutdown_stops_the_timer_and_drops_a_late_answer(qtbot, view, tiny_dir)
     view.compute_now()  # a request in flight when the window closes
     view.shutdown()
     assert not view.busy
-    qtbot.wait(300)  # the worker's answer, if any, arrives now, and is stale
+    # The worker's answer (finished, or cancelled before it started) arrives, and is stale.
+    qtbot.waitUntil(lambda: view._runner.dropped >= 1)
     assert view.result is None
     assert view._runner.dropped + (view.status_label.text() == "Computing…") >= 1
 
@@ -314,6 +327,7 @@ def minilm_dir(tmp_path):
 
 
 @pytest.mark.parametrize("size", [(300, 625), (430, 625), (650, 900)])
+@pytest.mark.slow
 def test_twelve_heads_are_all_labelled_and_shown_or_scrollable(qtbot, view, minilm_dir, size):
     show_result(qtbot, view, minilm_dir, size)
     grid = view.grid
@@ -339,6 +353,7 @@ def test_twelve_heads_are_all_labelled_and_shown_or_scrollable(qtbot, view, mini
     assert metrics.horizontalAdvance("head") <= grid.cell + CELL_GAP_PX
 
 
+@pytest.mark.slow
 def test_selection_frame_is_the_thumbnail(qtbot, view, minilm_dir):
     show_result(qtbot, view, minilm_dir, (430, 625))
     view.select_head(2, 7)
@@ -350,10 +365,11 @@ def test_selection_frame_is_the_thumbnail(qtbot, view, minilm_dir):
 
 
 @pytest.mark.parametrize("size", [(300, 625), (430, 625)])
+@pytest.mark.slow
 def test_enlarged_head_fits_inside_its_widget(qtbot, view, minilm_dir, size):
     show_result(qtbot, view, minilm_dir, size, "the cat sat on the mat and the dog ran " * 2)
     view.select_head(1, 11)
-    qtbot.wait(20)
+    settle()
     plot, shown = view.detail.getPlotItem(), view.detail.viewport().rect().toRectF()
     assert plot.titleLabel.text == "layer 2 · head 12"
     for item in (plot.titleLabel, view.detail.colorbar, view.detail.colorbar.axis):
@@ -363,10 +379,11 @@ def test_enlarged_head_fits_inside_its_widget(qtbot, view, minilm_dir, size):
     assert view.rect().contains(placed)
 
 
+@pytest.mark.slow
 def test_summary_table_shows_every_layer(qtbot, view, minilm_dir):
     show_result(qtbot, view, minilm_dir, (300, 625))
     view.lower_tabs.setCurrentIndex(1)
-    qtbot.wait(20)
+    settle()
     table = view.summary_table
     assert table.isVisible() and table.rowCount() == 6
     rows = sum(table.rowHeight(row) for row in range(6))

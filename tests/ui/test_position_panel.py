@@ -37,6 +37,7 @@ def click_tab(qtbot, view, title):
     assert view.lower_tabs.currentIndex() == index
 
 
+@pytest.mark.slow
 def test_positions_tab_plots_the_selected_decoder_heads_curve(qtbot, view, tmp_path):
     path = tmp_path / "tiny-llama.gguf"
     write_tiny_gguf(path)
@@ -66,6 +67,7 @@ def test_positions_tab_plots_the_selected_decoder_heads_curve(qtbot, view, tmp_p
     assert not np.array_equal(y, y2)
 
 
+@pytest.mark.slow
 def test_positions_tab_says_bert_has_no_rotation(qtbot, view, tmp_path):
     open_model(qtbot, view, write_tiny_bert(tmp_path / "tiny-bert"), "the cat sat")
     click_tab(qtbot, view, "Positions")

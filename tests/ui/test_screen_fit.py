@@ -1,5 +1,7 @@
 """Where the window opens: from the screen's free area, never off its edge."""
 
+import pytest
+
 from attn_explorer.ui.common import screen_fit
 from attn_explorer.ui.common.screen_fit import default_geometry, fits, minimum_size
 
@@ -47,6 +49,7 @@ def test_the_window_opens_inside_the_test_screen(qtbot):
     assert window.minimumWidth() == 1000 and window.minimumHeight() == 650
 
 
+@pytest.mark.slow
 def test_a_size_saved_on_a_bigger_screen_is_not_restored(qtbot):
     from PySide6.QtCore import QRect
 

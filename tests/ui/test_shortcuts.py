@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from attn_explorer.ui.window.actions import shortcut_rows
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -51,6 +53,7 @@ def test_every_menu_action_is_declared_once_and_reachable_by_name(window):
     assert not duplicates, f"one shortcut, two actions: {duplicates}"
 
 
+@pytest.mark.slow
 def test_every_command_runs_when_triggered(qtbot, window):
     """QAction.trigger() passes ``checked`` to every slot; no handler may choke on it."""
     skipped = re.compile(r"^(&Quit|&Save)$|…$|Keyboard|About")  # dialogs: see the journeys

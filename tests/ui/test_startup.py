@@ -14,12 +14,15 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QImage
 
 from attn_explorer.state.colormaps import stage_range, to_rgb
 from attn_explorer.ui.explorer.heatmap_preview import HeatmapPreview, preview_figure
 from attn_explorer.ui.window.main_window import MainWindow
+
+pytestmark = pytest.mark.slow  # each test waits for a whole window start (4–5 s on 2 busy cores)
 
 #: The app's own start (``attn-explorer`` → cli.main → run_app) in a fresh interpreter:
 #: what is loaded when the window first paints, and what the window holds then and once

@@ -5,6 +5,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QToolButton
+from qt_idle import settle
 
 from attn_explorer.compute import LoopTrace
 from attn_explorer.state import Session, preset
@@ -297,7 +298,8 @@ def test_a_big_shape_is_not_timed_beside_its_own_computation(make_panel, qtbot):
     panel = make_panel(measure_times=True)
     panel.session.resize(tokens=1100)  # 1 210 000 score cells
     assert "see the timing panel" in panel.timing_label.text()
-    qtbot.wait(400)  # past the summary's delay: nothing was started
+    qtbot.waitUntil(lambda: not panel.summary._delay.isActive())  # past the summary's delay
+    settle()  # whatever it set off has run: nothing was started
     assert not panel.summary._runner.is_busy()
 
 

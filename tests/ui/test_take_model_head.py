@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from attn_explorer.models import ModelAttention
 from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
 
+@pytest.mark.slow
 def test_take_head_loads_real_q_k_v_and_undo_restores(qtbot, window, tmp_path):
     folder = tmp_path / "tiny"
     write_tiny_bert(folder)

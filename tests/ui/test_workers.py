@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from qt_idle import settle
+
 from attn_explorer.ui.common.workers import LatestRunner
 
 
@@ -45,5 +47,5 @@ def test_a_quiet_cancel_drops_the_result_and_clears_busy(qtbot):
     assert busy == [True, False] and not runner.is_busy()
     release.set()
     LatestRunner.pool().waitForDone(5000)
-    qtbot.wait(20)
+    settle()  # the job's queued answer is delivered (and dropped)
     assert got == []

@@ -30,8 +30,10 @@ from attn_explorer.models.decoder.weights import LayerWeights
 def dense(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """(…, in) @ weightᵀ as one (rows, in) matmul: a batch of streams is one BLAS call."""
     if x.ndim == 2:
-        return x @ weight.T  # (T, in) @ (in, out)
-    return (x.reshape(-1, x.shape[-1]) @ weight.T).reshape(*x.shape[:-1], -1)
+        result: np.ndarray = x @ weight.T  # (T, in) @ (in, out)
+        return result
+    rows: np.ndarray = x.reshape(-1, x.shape[-1]) @ weight.T  # (B·T, in) @ (in, out)
+    return rows.reshape(*x.shape[:-1], -1)
 
 
 def run_blocks(
@@ -139,4 +141,7 @@ def attention_mix(
     else:
         weights, _ = softmax_rows(scores, factor=model.scale, keep=visible)
     output = np.matmul(weights, v[:, :, None])  # (B, H_kv, group, T, d)
-    return output.reshape(streams, -1, t, d).transpose(0, 2, 1, 3).reshape(streams, t, -1)
+    answer: np.ndarray = (
+        output.reshape(streams, -1, t, d).transpose(0, 2, 1, 3).reshape(streams, t, -1)
+    )
+    return answer

@@ -16,19 +16,22 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """x / √(mean(x²) + eps) · weight over the last axis."""
     t = x.dtype.type
     mean_square = (x * x).mean(axis=-1, keepdims=True)  # (..., 1)
-    return x / np.sqrt(mean_square + t(eps)) * weight
+    result: np.ndarray = x / np.sqrt(mean_square + t(eps)) * weight
+    return result
 
 
 def silu(x: np.ndarray) -> np.ndarray:
     """x · sigmoid(x)."""
-    return x / (x.dtype.type(1) + np.exp(-x))
+    answer: np.ndarray = x / (x.dtype.type(1) + np.exp(-x))
+    return answer
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU, tanh form (PyTorch's ``gelu(approximate="tanh")``): Gemma's MLP gate."""
     t = x.dtype.type
     inner = t(np.sqrt(2.0 / np.pi)) * (x + t(0.044715) * x * x * x)
-    return t(0.5) * x * (t(1) + np.tanh(inner))
+    answer: np.ndarray = t(0.5) * x * (t(1) + np.tanh(inner))
+    return answer
 
 
 ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
@@ -37,7 +40,8 @@ ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
 def softcap(x: np.ndarray, cap: float) -> np.ndarray:
     """cap · tanh(x / cap): Gemma 2's soft-capping of attention and final logits."""
     t = x.dtype.type
-    return np.tanh(x / t(cap)) * t(cap)
+    answer: np.ndarray = np.tanh(x / t(cap)) * t(cap)
+    return answer
 
 
 def window_keep(positions: np.ndarray, keys: int, window: int) -> np.ndarray:
@@ -67,7 +71,8 @@ def rotate_halves(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray
     """RoPE on (..., T, d): (x1, x2) -> (x1 cos − x2 sin, x2 cos + x1 sin) per frequency."""
     half = x.shape[-1] // 2
     rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)  # rotate_half
-    return x * cos + rotated * sin
+    answer: np.ndarray = x * cos + rotated * sin
+    return answer
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

@@ -57,7 +57,8 @@ def score_by_distance(
     queries = np.broadcast_to(query, (distances.size, query.shape[-1]))  # (D, d)
     rotated_q = rotate(queries, start + distances, theta)  # (D, d)
     rotated_k = rotate(key[None, :], np.array([start]), theta)  # (1, d)
-    return rotated_q @ rotated_k[0]  # (D, d) @ (d,) -> (D,)
+    scores: np.ndarray = rotated_q @ rotated_k[0]  # (D, d) @ (d,) -> (D,)
+    return scores
 
 
 @dataclass(frozen=True)

@@ -394,7 +394,8 @@ class DecoderWeights:
     def embed(self, ids: np.ndarray) -> np.ndarray:
         """(T,) ids -> (T, hidden) rows of the embedding (only those rows are dequantized)."""
         if self._embedding is not None:
-            return self._embedding[ids]
+            kept: np.ndarray = self._embedding[ids]
+            return kept
         rows = self.file.dequantize("token_embd.weight", ids)
         self.file.release("token_embd.weight")
         return rows
@@ -402,7 +403,8 @@ class DecoderWeights:
     def logits(self, x: np.ndarray, chunk: int = 8192) -> np.ndarray:
         """(T, hidden) -> (T, vocab): the output head, in row chunks when it is not kept."""
         if self._head is not None:
-            return x @ self._head.T  # (T, hidden) @ (hidden, vocab)
+            logits: np.ndarray = x @ self._head.T  # (T, hidden) @ (hidden, vocab)
+            return logits
         out = np.empty((x.shape[0], self.config.vocab_size), dtype=np.float32)
         for start in range(0, self.config.vocab_size, chunk):
             rows = np.arange(start, min(start + chunk, self.config.vocab_size))

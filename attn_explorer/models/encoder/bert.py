@@ -371,7 +371,8 @@ class BertModel:
     def embed(self, text: str) -> np.ndarray:
         """Mean-pooled, L2-normalised sentence embedding (sentence-transformers' recipe)."""
         pooled = self.attention(text).last_hidden_state.mean(axis=0)
-        return pooled / np.linalg.norm(pooled)
+        embedding: np.ndarray = pooled / np.linalg.norm(pooled)
+        return embedding
 
 
 def model_name(folder: Path) -> str:

@@ -69,7 +69,8 @@ def _erfc_large(y: np.ndarray) -> np.ndarray:
     num += _ERFC_P[4]
     den += _ERFC_Q[4]
     series = inv_sq * num / den
-    return np.exp(-(y * y)) * (_INV_SQRT_PI - series) / y
+    erfc: np.ndarray = np.exp(-(y * y)) * (_INV_SQRT_PI - series) / y
+    return erfc
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -111,7 +112,8 @@ def gelu(x: np.ndarray) -> np.ndarray:
         fast = _gelu_float32(x)
         if fast is not None:
             return fast
-    return x * t(0.5) * (t(1) + erf(x * t(_SQRT_HALF)))
+    exact: np.ndarray = x * t(0.5) * (t(1) + erf(x * t(_SQRT_HALF)))
+    return exact
 
 
 _SQRT_HALF = 0.7071067811865476  # 1/√2
@@ -151,7 +153,7 @@ def _gelu_float32(x: np.ndarray) -> np.ndarray | None:
     ratio *= den  # erfc(z) = 2 · Φ(−|x|)
     ratio *= magnitude
     ratio *= f(0.5)  # |x| · Φ(−|x|)
-    out = np.add(x, magnitude, out=magnitude)  # x + |x| = 2 · relu(x)
+    out: np.ndarray = np.add(x, magnitude, out=magnitude)  # x + |x| = 2 · relu(x)
     out *= f(0.5)
     out -= ratio
     return out
@@ -161,12 +163,14 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU's tanh approximation (``gelu_new`` / ``gelu_pytorch_tanh``)."""
     t = x.dtype.type
     inner = t(0.7978845608028654) * (x + t(0.044715) * x * x * x)
-    return t(0.5) * x * (t(1) + np.tanh(inner))
+    approximate: np.ndarray = t(0.5) * x * (t(1) + np.tanh(inner))
+    return approximate
 
 
 def relu(x: np.ndarray) -> np.ndarray:
     """max(x, 0)."""
-    return np.maximum(x, x.dtype.type(0))
+    positive: np.ndarray = np.maximum(x, x.dtype.type(0))
+    return positive
 
 
 ACTIVATION_FUNCTIONS = {
@@ -180,7 +184,7 @@ ACTIVATION_FUNCTIONS = {
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     """Normalise the last axis to mean 0, variance 1 (biased), then scale and shift."""
     t = x.dtype.type
-    centred = x - x.mean(axis=-1, keepdims=True)  # (..., hidden)
+    centred: np.ndarray = x - x.mean(axis=-1, keepdims=True)  # (..., hidden)
     variance = np.mean(np.square(centred), axis=-1, keepdims=True)  # (..., 1)
     centred *= 1 / np.sqrt(variance + t(eps))  # one division per row, as torch's rsqrt
     centred *= weight
@@ -190,6 +194,6 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
 
 def dense(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """A PyTorch Linear: x Wᵀ + b, with W stored (out, in)."""
-    out = x @ weight.T  # (..., in) @ (in, out) -> (..., out)
+    out: np.ndarray = x @ weight.T  # (..., in) @ (in, out) -> (..., out)
     out += bias  # in place: no second (..., out) array
     return out

@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from attn_explorer.compute import LIMITS
 from attn_explorer.models.errors import ModelError
@@ -75,7 +76,7 @@ def read_model_text(path: Path, limit: int, what: str) -> str:
         raise ModelError(f"{path}: not UTF-8 text (byte {exc.start}); is this {what}?") from None
 
 
-def _read_json(path: Path, what: str) -> dict:
+def _read_json(path: Path, what: str) -> dict[str, Any]:
     """The JSON object in ``path``; ModelError naming the file for anything else."""
     text = read_model_text(path, MAX_CONFIG_BYTES, what)
     try:

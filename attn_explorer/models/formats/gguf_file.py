@@ -326,7 +326,8 @@ class GGUFFile:
         return kind.name in ("F32", "F16") or kind in _type_traits
 
     def type_name(self, name: str) -> str:
-        return self.tensors[name].tensor_type.name
+        kind: str = self.tensors[name].tensor_type.name  # a GGMLQuantizationType's name
+        return kind
 
     def refuse_non_finite(self, name: str, values: np.ndarray) -> np.ndarray:
         """``values`` (tensor ``name``, or rows of it) if every one is finite, else a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,9 +29,9 @@ TINY_VOCAB = (
 )
 
 
-def tiny_config(**overrides: object) -> dict:
+def tiny_config(**overrides: object) -> dict[str, Any]:
     """The tiny model's ``config.json`` as a dict; ``overrides`` replace fields."""
-    config: dict = {
+    config: dict[str, Any] = {
         "architectures": ["BertModel"],
         "model_type": "bert",
         "vocab_size": len(TINY_VOCAB),
@@ -53,7 +54,7 @@ def write_tiny_bert(
     folder: str | Path,
     *,
     seed: int = 0,
-    config: dict | None = None,
+    config: dict[str, Any] | None = None,
     bf16: bool = False,
     weight_prefix: str = "",
 ) -> Path:

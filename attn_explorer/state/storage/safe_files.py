@@ -74,7 +74,7 @@ def _parse_int(text: str) -> int | HugeInteger:
     return HugeInteger(text) if len(text) > MAX_INTEGER_DIGITS else int(text)
 
 
-class _JsonObject(dict):
+class _JsonObject(dict[str, Any]):
     """A JSON object that remembers the keys it held more than once (the last one wins)."""
 
     duplicates: tuple[str, ...] = ()

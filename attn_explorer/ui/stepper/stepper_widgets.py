@@ -275,6 +275,10 @@ class StrategySummary(QWidget):
         if key == self._key:
             return
         self._key = key
+        # The shape waiting to be timed, or being timed, is not this one: its times would
+        # replace this shape's text when they came.
+        self._delay.stop()
+        self._runner.cancel(quiet=True)
         self.summary_label.setText(summary_text(trace.query.shape, trace.key.shape))
         if not self.measure_times:
             self.timing_label.setText("")

@@ -27,7 +27,6 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
 from attn_explorer.state.app_state import AppState
-from attn_explorer.state.document import UNTITLED
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.storage.examples import load_example
 from attn_explorer.state.storage.session_file import (
@@ -37,7 +36,7 @@ from attn_explorer.state.storage.session_file import (
     snapshot_to_dict,
     write_atomic,
 )
-from attn_explorer.state.types import Options, Snapshot
+from attn_explorer.state.types import UNTITLED, Options, Snapshot
 from attn_explorer.ui.common.settings import data_dir, last_dir, settings
 from attn_explorer.ui.common.text import message_box
 

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QWidget,
 )
+from qt_idle import settle
 
 from attn_explorer.compute import attention
 from attn_explorer.ui.window.actions import plain
@@ -131,8 +132,9 @@ class User:
             self.qtbot.mouseClick(widget, button, pos=pos)
         self.settle()
 
-    def settle(self, ms: int = 5) -> None:
-        self.qtbot.wait(ms)
+    def settle(self) -> None:
+        """Let the window catch up on what the last action set off (see ``qt_idle.settle``)."""
+        settle()
 
     # -- tables and the grid ------------------------------------------------------------------
     def click_cell(self, matrix: str, row: int, col: int) -> None:
@@ -156,7 +158,7 @@ class User:
         # The commit may be queued: wait until the editor has closed and its events ran.
         self.qtbot.waitUntil(lambda: table.findChild(QLineEdit) is None or
                              not table.findChild(QLineEdit).isVisible(), timeout=2000)  # fmt: skip
-        self.settle(1)
+        self.settle()
 
     def click_grid(self, i: int, j: int) -> None:
         table = self.window.score_grid.table
@@ -183,7 +185,7 @@ class User:
         heatmaps = self.window.heatmaps
         assert heatmaps is not None
         self.qtbot.mouseMove(heatmaps.view.viewport(), self.heatmap_point(head_index, i, j))
-        self.settle(20)
+        self.settle()
 
     def grid(self) -> list[list[str]]:
         """The score grid's cells as the user reads them."""
@@ -367,5 +369,5 @@ def user(qtbot, request):
         window.files.ask_before_discard = False  # the test is over: close without asking
         window.close()
         window.shutdown()
-        window.deleteLater()
-        qtbot.wait(1)
+        with qtbot.waitSignal(window.destroyed):
+            window.deleteLater()

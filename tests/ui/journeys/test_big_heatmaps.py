@@ -40,7 +40,7 @@ def load_random(user, heads: int, tokens: int, dim: int) -> None:
     user.qtbot.waitUntil(
         lambda: window.results.up_to_date and window.recompute.wait_idle(), timeout=20000
     )
-    user.settle(20)
+    user.settle()
 
 
 def full_result(window):
@@ -84,6 +84,7 @@ def farthest_from_zero(values: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return out
 
 
+@pytest.mark.slow
 def test_a_lone_extreme_cell_shows_in_its_block_and_the_read_out_says_it_is_a_block(user, tmp_path):
     load_random(user, heads=4, tokens=512, dim=8)
     heatmaps = user.window.heatmaps
@@ -147,6 +148,7 @@ def test_a_lone_extreme_cell_shows_in_its_block_and_the_read_out_says_it_is_a_bl
         np.testing.assert_array_equal(saved["scores"][0], every_head)
 
 
+@pytest.mark.slow
 def test_an_edit_of_one_head_recolours_only_that_head_at_once(user):
     load_random(user, heads=16, tokens=512, dim=8)
     window = user.window
@@ -177,6 +179,7 @@ def test_an_edit_of_one_head_recolours_only_that_head_at_once(user):
     assert pixel_under(user, 0, *middle) in near
 
 
+@pytest.mark.slow
 def test_stepping_a_big_session_fills_whole_blocks_only(user):
     load_random(user, heads=2, tokens=300, dim=2)
     heatmaps = user.window.heatmaps
@@ -193,6 +196,7 @@ def test_stepping_a_big_session_fills_whole_blocks_only(user):
     assert not (image[..., :3] == EMPTY_RGB).all(axis=-1).any()
 
 
+@pytest.mark.slow
 def test_after_an_edit_of_one_head_the_strategies_still_agree(user):
     load_random(user, heads=4, tokens=8, dim=2)
     user.press(Qt.Key.Key_1, Qt.KeyboardModifier.AltModifier, widget=user.window)  # loop

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtCore import Qt
 
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
@@ -10,6 +11,7 @@ from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 CTRL = Qt.KeyboardModifier.ControlModifier
 
 
+@pytest.mark.slow
 def test_open_a_gguf_file_generate_and_take_a_shared_key_head(user, tmp_path):
     path = tmp_path / "tiny-llama.gguf"
     write_tiny_gguf(path)

@@ -48,6 +48,7 @@ def restart(qtbot) -> MainWindow:
 
 
 # -- defect 1: the grid is never blank while a result exists --------------------------------------
+@pytest.mark.slow
 def test_stepper_then_a_new_token_count_shows_the_whole_new_result(user):
     user.click_heatmap(0, 1, 1)  # jumps the stepper to cell (t2, t2): one batched call
     assert user.window.stepper.frame() is not None
@@ -89,6 +90,7 @@ def test_stepping_then_a_preset_then_undo_always_shows_a_full_grid(user):
     user.assert_heatmap_drawn()
 
 
+@pytest.mark.slow
 def test_switching_strategy_part_way_through_a_step_through(user):
     user.choose("Presets", "Causal language model")
     user.press(Qt.Key.Key_1, ALT, widget=user.window)  # loop
@@ -161,6 +163,7 @@ def test_a_model_head_is_untitled_and_save_asks_where(user, tmp_path):
                                  "Save session"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_presets_ask_before_replacing_unsaved_work(user, tmp_path):
     user.type_cell("key", 0, 1, "4")
     assert user.title() == "untitled*"
@@ -214,6 +217,7 @@ def test_discard_at_quit_then_restart_opens_the_file_from_disk(user, qtbot, tmp_
     assert [[float(c) for c in row] for row in again.score_grid.text_grid()] == WORKED_S
 
 
+@pytest.mark.slow
 def test_unsaved_work_is_recovered_after_a_crash_and_saved_to_its_file(user, qtbot, tmp_path):
     path = tmp_path / "session1.json"
     user.pick_file(path)
@@ -275,20 +279,21 @@ def test_strategy_keys_after_editing_a_cell(user):
 
 
 # -- defect 6: a command raises the dock its result appears in ------------------------------------
+@pytest.mark.slow
 def test_ctrl_t_brings_the_timing_dock_to_the_front(user):
     user.window.stepper_dock.raise_()
-    user.settle(20)
+    user.settle()
     assert user.window.timing_panel.visibleRegion().isEmpty()  # behind the stepper tab
     user.press(Qt.Key.Key_T, CTRL, widget=user.window)
-    user.settle(20)
+    user.settle()
     assert not user.window.timing_panel.visibleRegion().isEmpty()
     user.qtbot.waitUntil(lambda: not user.window.timing_panel.runner.is_busy(), timeout=30_000)
     assert "batched is" in user.window.timing_panel.summary.text()
     user.click_grid(1, 2)  # the stepper jumps: its dock comes to the front
-    user.settle(20)
+    user.settle()
     assert not user.window.stepper.visibleRegion().isEmpty()
     user.press(Qt.Key.Key_T, CTRL | SHIFT, widget=user.window)
-    user.settle(20)
+    user.settle()
     assert not user.window.timing_panel.visibleRegion().isEmpty()
     user.press(Qt.Key.Key_Period, CTRL, widget=user.window)
     user.qtbot.waitUntil(lambda: not user.window.timing_panel.runner.is_busy(), timeout=10_000)
@@ -375,6 +380,7 @@ def test_the_title_names_the_document_once_and_marks_changes(user, tmp_path):
     assert user.window.windowTitle().count("Attention Explorer") == 0  # the platform adds it
 
 
+@pytest.mark.slow
 def test_new_cells_are_visible_and_the_status_says_what_they_hold(user):
     user.set_size("H", 2)
     assert user.window.session.shape == (1, 2, 3, 2)
@@ -390,6 +396,7 @@ def test_new_cells_are_visible_and_the_status_says_what_they_hold(user):
     user.assert_grid_is_the_result()
 
 
+@pytest.mark.slow
 def test_a_lesson_asks_before_replacing_unsaved_work(user):
     user.type_cell("query", 1, 0, "9")
     user.press(Qt.Key.Key_F3, widget=user.window)
@@ -410,6 +417,7 @@ def test_a_lesson_asks_before_replacing_unsaved_work(user):
     assert preset("worked").snapshot.query.tolist() == user.window.session.matrix("query").tolist()
 
 
+@pytest.mark.slow
 def test_a_lesson_step_asks_before_replacing_a_files_changes(user, tmp_path):
     path = tmp_path / "mine.json"
     user.press(Qt.Key.Key_F3, widget=user.window)

@@ -256,6 +256,7 @@ class WindowMonkey(RuleBasedStateMachine):
         assert not unanswered, "an expected dialog never appeared"
 
 
+@pytest.mark.slow
 def test_random_user_actions_keep_the_window_consistent(user, qtbot, tmp_path):
     from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 

@@ -30,9 +30,11 @@ def drag(user, view, start: QPoint, path: list[QPoint]) -> None:
     user.qtbot.mousePress(viewport, LEFT, pos=start)
     for point in path:
         user.qtbot.mouseMove(viewport, point)
-        user.settle(40)  # longer than the write throttle: every view follows while dragging
+        # the throttled write of this move has happened: every view follows while dragging
+        user.qtbot.waitUntil(lambda: not view._write_timer.isActive())
+        user.settle()
     user.qtbot.mouseRelease(viewport, LEFT, pos=path[-1])
-    user.settle(20)
+    user.settle()
 
 
 def test_drag_q2_tip_edits_q_updates_the_grid_and_one_undo_restores_it(user):
@@ -58,6 +60,7 @@ def test_drag_q2_tip_edits_q_updates_the_grid_and_one_undo_restores_it(user):
     assert view.tips("query")[1].tolist() == [0.0, 1.0]
 
 
+@pytest.mark.slow
 def test_exercise_cell_2_4_highlights_q2_and_k4_with_their_dot_product(user):
     user.choose("Presets", "Exercise: k4 = (2, 0)")
     view = user.window.vectors_view
@@ -92,7 +95,7 @@ def test_export_the_vectors_view_through_the_heatmaps_export_options(user, tmp_p
     user.press(Qt.Key.Key_F4)
     view = user.window.vectors_view
     assert view is not None
-    user.settle(20)
+    user.settle()
 
     def set_width(dialog):
         assert dialog.findChild(QComboBox) is not None  # the format
@@ -123,6 +126,7 @@ def test_export_the_vectors_view_through_the_heatmaps_export_options(user, tmp_p
     assert "Exported" in user.status()
 
 
+@pytest.mark.slow
 def test_a_cell_of_another_head_never_shows_this_heads_numbers(user):
     """The vectors view draws the current head: clicking head 2's heatmap while head 1 is
     shown leaves its selection alone (head 1's q·k for that cell would be a wrong number);
@@ -133,15 +137,15 @@ def test_a_cell_of_another_head_never_shows_this_heads_numbers(user):
     state = user.window.state.vectors
     before = state.selection
     user.click_heatmap(1, 2, 0)  # head 2, cell (3, 1)
-    user.settle(20)
+    user.settle()
     assert user.window.session.options.head == 0
     assert state.selection == before
     combo: QComboBox = user.window.options_bar.head
     combo.setFocus()
     user.press(Qt.Key.Key_Down, widget=combo)  # head 2 is shown now
-    user.settle(20)
+    user.settle()
     user.click_grid(2, 0)
-    user.settle(20)
+    user.settle()
     assert (state.selection.query, state.selection.key) == (2, 0)
     q = user.window.session.matrix("query")[0, 1, 2]
     k = user.window.session.matrix("key")[0, 1, 0]
