@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from attn_explorer.models.errors import ModelError, TextError
 from attn_explorer.models.formats.gguf_file import GGUFFile
@@ -114,7 +115,39 @@ class TokenizedText:
     tokens: list[str]
 
 
-class GGUFTokenizer:
+class TokenizerCalls:
+    """What the decoder calls on a GGUF's tokenizer, over a ``tokenizers.Tokenizer`` the
+    subclass builds (``_tokenizer``), with ``bos_id``, ``add_bos`` and ``readable``."""
+
+    _tokenizer: Any
+    bos_id: int | None
+    add_bos: bool
+
+    def token_id(self, token: str) -> int | None:
+        """The id of a token spelled as in the vocabulary, or None."""
+        found: int | None = self._tokenizer.token_to_id(token)
+        return found
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``, after BOS when the file asks for it; control tokens written in it
+        (``<|im_start|>``, ``<start_of_turn>``) stay whole."""
+        ids: list[int] = self._tokenizer.encode(
+            check_unicode("text", text), add_special_tokens=False
+        ).ids
+        if self.add_bos and self.bos_id is not None:
+            ids = [self.bos_id, *ids]
+        return ids
+
+    def decode(self, ids: list[int], skip_special: bool = False) -> str:
+        """Text of ``ids``, as the tokenizer's decoder joins them."""
+        text: str = self._tokenizer.decode(list(ids), skip_special_tokens=skip_special)
+        return text
+
+    def readable(self, token_id: int) -> str:
+        raise NotImplementedError
+
+
+class GGUFTokenizer(TokenizerCalls):
     """Byte-level BPE from a GGUF's own vocabulary and merges (``tokenizers`` does the work)."""
 
     def __init__(
@@ -204,21 +237,6 @@ class GGUFTokenizer:
             add_bos=metadata_value(file, "tokenizer.ggml.add_bos_token"),
             source=str(file.path),
         )
-
-    def token_id(self, token: str) -> int | None:
-        """The id of a token spelled as in the vocabulary, or None."""
-        return self._tokenizer.token_to_id(token)
-
-    def encode(self, text: str) -> list[int]:
-        """Ids of ``text``; control tokens written in it (``<|im_start|>``) stay whole."""
-        ids = self._tokenizer.encode(check_unicode("text", text), add_special_tokens=False).ids
-        if self.add_bos and self.bos_id is not None:
-            ids = [self.bos_id, *ids]
-        return ids
-
-    def decode(self, ids: list[int], skip_special: bool = False) -> str:
-        """Text of ``ids`` (bytes joined, then decoded as UTF-8)."""
-        return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special)
 
     def readable(self, token_id: int) -> str:
         """One token as a person reads it: 'Ġcat' -> ' cat'; a partial character as bytes."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from attn_explorer.models.decoder.bpe import CONTROL, USER_DEFINED, TokenizedText, check_unicode
+from attn_explorer.models.decoder.bpe import CONTROL, USER_DEFINED, TokenizerCalls
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import check_vocabulary_sizes, metadata_value
@@ -42,7 +42,7 @@ def rebuilt_merges(tokens: list[str]) -> list[tuple[str, str]]:
     return [(left, right) for _, _, _, left, right in merges]
 
 
-class SentencePieceTokenizer:
+class SentencePieceTokenizer(TokenizerCalls):
     """SentencePiece BPE from a GGUF's own vocabulary (``tokenizers`` does the work)."""
 
     def __init__(
@@ -111,21 +111,6 @@ class SentencePieceTokenizer:
             add_bos=bool(metadata_value(file, "tokenizer.ggml.add_bos_token")) if says else True,
         )
 
-    def token_id(self, token: str) -> int | None:
-        """The id of a token spelled as in the vocabulary, or None."""
-        return self._tokenizer.token_to_id(token)
-
-    def encode(self, text: str) -> list[int]:
-        """Ids of ``text``, after BOS when the file asks for it; control tokens stay whole."""
-        ids = self._tokenizer.encode(check_unicode("text", text), add_special_tokens=False).ids
-        if self.add_bos and self.bos_id is not None:
-            ids = [self.bos_id, *ids]
-        return ids
-
-    def decode(self, ids: list[int], skip_special: bool = False) -> str:
-        """Text of ``ids``: "▁" as spaces, byte tokens joined and decoded as UTF-8."""
-        return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special)
-
     def readable(self, token_id: int) -> str:
         """One token as a person reads it: '▁cat' -> ' cat', '<0x0A>' -> a newline."""
         piece = self.id_to_token[token_id]
@@ -136,7 +121,3 @@ class SentencePieceTokenizer:
             value = int(byte[1], 16)
             return chr(value) if value < 0x80 else f"<{value:02X}>"
         return piece.replace(SPACE, " ")
-
-    def tokenize(self, text: str) -> TokenizedText:
-        ids = self.encode(text)
-        return TokenizedText(ids, [self.readable(i) for i in ids])

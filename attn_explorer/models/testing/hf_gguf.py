@@ -24,13 +24,13 @@ works on any text. No torch here: arrays in, a file out.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from attn_explorer.models.formats.hf_folder import llama3_rope_factors
 from attn_explorer.models.testing.tiny_gguf import (
     CONTROL_TOKENS,
     TINY_MERGES,
@@ -60,26 +60,6 @@ LAYER_NAMES = {
     "self_attn.qkv_proj.weight": "attn_qkv.weight",  # Phi-3's fused matrices
     "mlp.gate_up_proj.weight": "ffn_up.weight",
 }
-
-
-def llama3_rope_factors(head_dim: int, theta: float, rope: Mapping[str, Any]) -> np.ndarray:
-    """The (d/2,) divisors llama.cpp's converter writes for ``rope_type: llama3``."""
-    freqs = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim)
-    factor = float(rope.get("factor", 8.0))
-    low, high = float(rope.get("low_freq_factor", 1.0)), float(rope.get("high_freq_factor", 4.0))
-    old_context = float(rope.get("original_max_position_embeddings", 8192))
-    low_wavelen, high_wavelen = old_context / low, old_context / high
-    factors = []
-    for freq in freqs:
-        wavelen = 2 * math.pi / float(freq)
-        if wavelen < high_wavelen:
-            factors.append(1.0)
-        elif wavelen > low_wavelen:
-            factors.append(factor)
-        else:
-            smooth = (old_context / wavelen - low) / (high - low)
-            factors.append(1.0 / ((1 - smooth) / factor + smooth))
-    return np.array(factors, dtype=np.float32)
 
 
 def write_hf_decoder_gguf(

@@ -51,7 +51,7 @@ from attn_explorer.analysis.head_scores import probe_text
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.session import ModelSession, head_name
-from attn_explorer.state.views.colormaps import lut
+from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.model_grid import TEXT_RGB, TokenAxis, color_map
 
