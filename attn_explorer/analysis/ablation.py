@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from attn_explorer.analysis.next_token import probabilities
 from attn_explorer.compute import Cancelled
@@ -126,11 +127,25 @@ class Ablation:
         (``Cancelled`` when it says stop). The deepest layers, cheapest to rerun, go first.
         """
         target = self.target_id if target_id is None else int(target_id)
-        shape = (self.layers, self.heads)
-        logit_change, prob_change, kl = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         clean = float(self.clean_logits[target])
         # the work of layer l is ∝ L − l blocks: progress counts blocks, not layers
         total = sum(self.layers - layer for layer in range(self.layers))
+        # One BLAS thread for the scan: its matmuls are (H·T)-row products, and two OpenBLAS
+        # threads on two cores made it 4× slower (54.9 s against 13.4 s for SmolLM2 at 32
+        # tokens). Process-wide while it runs; restored after, even on Stop.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._scan_layers(target, clean, total, progress, should_stop)
+
+    def _scan_layers(
+        self,
+        target: int,
+        clean: float,
+        total: int,
+        progress: Callable[[float, str], None] | None,
+        should_stop: Callable[[], bool] | None,
+    ) -> AblationScan:
+        shape = (self.layers, self.heads)
+        logit_change, prob_change, kl = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         done = 0
         for layer in range(self.layers - 1, -1, -1):
             if should_stop is not None and should_stop():
