@@ -10,7 +10,7 @@ Prints ratio tables (issue 26's targets):
 4. tiled's time by block size at T2048, which chose ``DEFAULT_BLOCK``.
 
 ``--quick`` runs small sizes only (for the test that the script still runs). Numbers
-are medians of round-robin samples (attn_explorer.cli.bench.round_robin); the load of
+are medians of round-robin samples (attn_explorer.cli.bench_measure.round_robin); the load of
 the machine (``os.getloadavg``) is printed with them, since a shared machine moves them.
 """
 
@@ -27,7 +27,7 @@ import tracemalloc
 import numpy as np
 
 from attn_explorer.cli.bench import blas_threads as blas_pool_threads
-from attn_explorer.cli.bench import round_robin
+from attn_explorer.cli.bench_measure import round_robin
 from attn_explorer.compute import attention
 from attn_explorer.compute.tiled import DEFAULT_BLOCK
 

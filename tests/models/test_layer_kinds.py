@@ -84,7 +84,7 @@ def test_the_grid_labels_each_layer_local_or_global(qtbot, gemma):
     grid.build(6, 4)
     grid.set_layer_kinds(("local",) * 5 + ("global",), 4)
     texts = grid._layer_header.texts()
-    assert texts[0] == "layer 1\nlocal 4" and texts[5] == "layer 6\nglobal"
+    assert texts[0] == "layer 1\nlocal" and texts[5] == "layer 6\nglobal"
     grid.set_layer_kinds(("global",) * 6, 0)  # a model without windows: plain labels
     assert grid._layer_header.texts()[0] == "layer 1"
 

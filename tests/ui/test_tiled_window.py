@@ -42,7 +42,9 @@ def test_fourth_button_chooses_tiled_and_enables_the_block(qtbot, session):
 def test_tiled_session_result_holds_no_grid_and_equals_batched(session):
     session.set_option("strategy", "tiled")
     session.set_option("block", 2)
-    result = session.results.request().run().result
+    from attn_explorer.state.results.results import Results
+
+    result = Results(session).request().run().result  # AppState owns one; here, our own
     assert isinstance(result, TiledResult) and result.block == 2
     q, k, v = (session.matrix(name) for name in ("query", "key", "value"))
     batched = attention(q, k, v, scale=session.options.scale, causal=session.options.causal)

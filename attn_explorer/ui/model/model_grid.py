@@ -32,7 +32,7 @@ from attn_explorer.state.colormaps import lut
 MIN_CELL_PX, MAX_CELL_PX = 14, 160
 #: Gap between thumbnails, the width of the "layer n" column and the height of the
 #: "head n" row, in pixels.
-CELL_GAP_PX, ROW_LABEL_PX, HEAD_LABEL_PX = 4, 64, 30  # "local 512" fits under "layer n"
+CELL_GAP_PX, ROW_LABEL_PX, HEAD_LABEL_PX = 4, 56, 30
 #: Height of the "KV n" band under the head labels (only when query heads share keys).
 GROUP_BAND_PX = 18
 #: The bands' colours, alternating so neighbouring groups stay apart (light, text readable).
@@ -305,7 +305,7 @@ class ThumbnailGrid(QScrollArea):
     def set_layer_kinds(self, kinds: tuple[str, ...], window: int) -> None:
         """Say under each layer's label whether it is local (its window) or global."""
         self.layer_notes = (
-            [f"local {window}" if kind == "local" else "global" for kind in kinds]
+            ["local" if kind == "local" else "global" for kind in kinds]  # the window: beside
             if window and "local" in kinds
             else []
         )

@@ -34,11 +34,13 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QMenu,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QStackedWidget,
     QTabWidget,
@@ -195,7 +197,11 @@ class ModelView(QWidget):
         self.lower_tabs.addTab(self.summaries, "Summary per head")
         self.lower_tabs.addTab(self.generation, "Generate")
         self.lower_tabs.addTab(self.positions, "Positions")
-        self.lower_tabs.addTab(self.analysis, "Analysis")
+        analysis_scroll = QScrollArea()  # its rows scroll: the dock stays narrow (≤ 360 px)
+        analysis_scroll.setWidgetResizable(True)
+        analysis_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        analysis_scroll.setWidget(self.analysis)
+        self.lower_tabs.addTab(analysis_scroll, "Analysis")
         self.lower_tabs.setDocumentMode(True)
         # The grid above the tabs, or beside them when that gives bigger cells.
         self._heads = heads = HeadsSplitter(self.grid, self.lower_tabs, self.detail)

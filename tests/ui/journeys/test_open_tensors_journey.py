@@ -59,12 +59,12 @@ def test_an_npz_with_q_k_v_opens_at_once_and_is_undoable(user, tmp_path):
     assert user.window.session.options.stage == "weights"
     assert_grid_shows(user, reference_weights(q[0], k[0]))
     user.window.session.set_option("head", 1)
-    user.settle(20)
+    user.settle()
     assert_grid_shows(user, reference_weights(q[1], k[1]))
     user.press(Qt.Key.Key_Z, CTRL, widget=user.window)
     assert user.window.session.shape == (1, 1, 3, 2)  # back to the worked example
     user.window.session.set_option("stage", "scores")
-    user.settle(20)
+    user.settle()
     assert user.grid_numbers() == WORKED_S
 
 
@@ -145,7 +145,7 @@ def test_a_safetensors_file_with_grouped_keys(user, tmp_path):
     np.testing.assert_array_equal(session.matrix("key")[0, 1], k[0])
     np.testing.assert_array_equal(session.matrix("key")[0, 2], k[1])
     user.window.session.set_option("head", 3)
-    user.settle(20)
+    user.settle()
     assert_grid_shows(user, reference_weights(q[3].astype(np.float64), k[1].astype(np.float64)))
 
 
