@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from attn_explorer.models.formats.hf_folder import llama3_rope_factors
+from attn_explorer.models.formats.hf_folder import LAYER_TENSORS, llama3_rope_factors
 from attn_explorer.models.testing.tiny_gguf import (
     CONTROL_TOKENS,
     TINY_MERGES,
@@ -38,28 +38,6 @@ from attn_explorer.models.testing.tiny_gguf import (
     llama_cpp_permute,
     tiny_vocabulary,
 )
-
-#: HF layer tensor name (after ``model.layers.N.``) -> GGUF name (after ``blk.N.``).
-LAYER_NAMES = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.q_proj.bias": "attn_q.bias",
-    "self_attn.k_proj.bias": "attn_k.bias",
-    "self_attn.v_proj.bias": "attn_v.bias",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
-    "self_attn.qkv_proj.weight": "attn_qkv.weight",  # Phi-3's fused matrices
-    "mlp.gate_up_proj.weight": "ffn_up.weight",
-}
 
 
 def write_hf_decoder_gguf(
@@ -90,7 +68,7 @@ def write_hf_decoder_gguf(
         if parts[:2] != ["model", "layers"]:
             continue
         layer, rest = parts[2], ".".join(parts[3:])
-        gguf_name = LAYER_NAMES[rest]
+        gguf_name = LAYER_TENSORS[rest]
         if gemma and rest == "post_attention_layernorm.weight":
             gguf_name = "post_attention_norm.weight"  # Gemma's norm after attention
         if gemma and rest.endswith("norm.weight"):
