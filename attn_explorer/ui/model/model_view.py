@@ -190,14 +190,14 @@ class ModelView(QWidget):
         under_head.addWidget(self.hover_label, 1)
         under_head.addWidget(self.take_button, 0, Qt.AlignmentFlag.AlignTop)
         head_layout.addLayout(under_head)
-        # The enlarged head and the summaries share one pane: each gets all of its room
-        # (a table squeezed under the heads showed one row).
+        # The enlarged head and the summaries share one pane, each with all of its room.
         self.lower_tabs = QTabWidget()
         self.lower_tabs.addTab(head_panel, "Selected head")
         self.lower_tabs.addTab(self.summaries, "Summary per head")
         self.lower_tabs.addTab(self.generation, "Generate")
         self.lower_tabs.addTab(self.positions, "Positions")
-        scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        scroll = QScrollArea(widgetResizable=True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(self.analysis)  # its rows scroll: the dock stays narrow (≤ 360 px)
         self.lower_tabs.addTab(scroll, "Analysis")
         self.lower_tabs.setDocumentMode(True)
