@@ -17,7 +17,7 @@ every sentence into the explorer as a (B, 1, T, d) snapshot. Qt-free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,7 +28,8 @@ from attn_explorer.models.decoder.llama import MAX_RECORD_BYTES, DecoderModel
 from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.errors import TextError, check_text
 from attn_explorer.models.results import ModelAttention
-from attn_explorer.state import Snapshot
+from attn_explorer.models.take_head import explorer_inputs, head_title
+from attn_explorer.state import Options, Snapshot
 
 #: How a padded position is labelled on the axes.
 PAD_LABEL = "[PAD]"
@@ -68,6 +69,7 @@ class BatchAttention:
     layer_kinds: tuple[str, ...] = ()
     window: int = 0
     notes: tuple[str, ...] = ()
+    logits: np.ndarray | None = None  # a decoder's (B, T, vocab)
 
     @property
     def size(self) -> int:
@@ -116,6 +118,7 @@ class BatchAttention:
             layer_kinds=self.layer_kinds,
             window=self.window,
             notes=self.notes,
+            logits=None if self.logits is None else self.logits[index, :n],
             batch=self,
             index=index,
             padded=padded,
@@ -202,7 +205,7 @@ def run_batch(
             ids, out.query, out.key, out.value, out.scores, out.weights, out.hidden_states,
             out.scale, strategy, model.name, causal=True, kv_heads=model.kv_heads.copy(),
             truncated=(False,) * len(texts), layer_kinds=model.config.layer_kinds,
-            window=model.config.sliding_window, notes=model.notes(),
+            window=model.config.sliding_window, notes=model.notes(), logits=out.logits,
         )  # fmt: skip
     encodings = [model.encode(text) for text in texts]
     pad_id = model.tokenizer.vocab.get(PAD_LABEL, 0)
@@ -253,3 +256,27 @@ def batch_inputs(sentence: SentenceOfBatch, layer: int, head: int) -> Snapshot:
         batch.key[:, layer, shared][:, None],
         batch.value[:, layer, shared][:, None],
     )
+
+
+def taken_inputs(attention: ModelAttention, layer: int, head: int) -> Snapshot:
+    """What "Take into explorer" loads: every sentence of a batch (B, 1, T, d), else the one
+    sentence's head (:func:`attn_explorer.models.take_head.explorer_inputs`)."""
+    if isinstance(attention, SentenceOfBatch) and attention.batch is not None:
+        return batch_inputs(attention, layer, head)
+    return explorer_inputs(attention, layer, head)
+
+
+def taken_options(options: Options, attention: ModelAttention) -> Options:
+    """The taken head's options (``explorer_options``), on the sentence the model view showed."""
+    shown = replace(options, batch_index=0)
+    if isinstance(attention, SentenceOfBatch) and attention.batch is not None:
+        shown = replace(options, batch_index=attention.index)
+    return shown
+
+
+def taken_title(attention: ModelAttention, layer: int, head: int) -> str:
+    """``tiny-bert layer 2 head 1``, and ``(batch of 3 sentences)`` for a batch."""
+    title = head_title(attention, layer, head)
+    if isinstance(attention, SentenceOfBatch) and attention.batch is not None:
+        title += f" (batch of {attention.batch.size} sentences)"
+    return title

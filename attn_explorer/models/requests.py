@@ -1,7 +1,8 @@
 """The model dock's attention work, apart from its state: a request, the model cache, the answer.
 
-An :class:`AttentionRequest` names a model folder (or ``.gguf`` file), a sentence, an
-optional second sentence and a strategy; :func:`compute_attention` runs it against the
+An :class:`AttentionRequest` names a model folder (or ``.gguf`` file), a sentence (or
+several, one a line: a batch, :mod:`attn_explorer.models.batch`), an optional second
+sentence and a strategy; :func:`compute_attention` runs it against the
 thread-safe :class:`ModelCache`, and :func:`answer` turns every failure into a
 :class:`RequestFailed` message. These are plain functions, safe on a worker thread:
 they read only their request and the cache, never the
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from attn_explorer.compute import LOOP_BUDGET, Cancelled, estimate_loop_seconds
+from attn_explorer.models.batch import batch_lines, run_batch
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.loading import AnyModel, load_model
 from attn_explorer.models.results import ModelAttention
@@ -76,19 +78,33 @@ def compute_attention(
     model = cache.get(request.folder)
     if should_stop():
         raise Cancelled()
+    texts = batch_lines(request.text)
+    if len(texts) > 1:  # one sentence a line: one padded, masked batch; sentence 1 shown
+        if request.strategy == "loop":
+            _check_loop_budget(model, texts)
+        strategy = "batched" if isinstance(model, DecoderModel) else request.strategy
+        return run_batch(model, texts, request.pair, strategy).sentence(0)
     if isinstance(model, DecoderModel):  # one batched causal pass; a second text is refused
         return model.attention(request.text, request.pair)
     if request.strategy == "loop":
-        config = model.config
-        length = len(model.encode(request.text, request.pair).tokens)
-        shape = (1, config.num_attention_heads, length, config.head_size)  # (B, H, T, d_head)
-        eta = estimate_loop_seconds(shape, shape) * config.num_hidden_layers
-        if eta > LOOP_BUDGET.result:
-            raise ValueError(
-                f"The loop strategy would take about {eta:.0f} s for {length} tokens; "
-                "use matmul or batched, or a shorter sentence."
-            )
+        _check_loop_budget(model, [request.text], request.pair)
     return model.attention(request.text, request.pair, strategy=request.strategy)
+
+
+def _check_loop_budget(model: AnyModel, texts: list[str], pair: str | None = None) -> None:
+    """ValueError when the loop strategy's estimate for every layer (and sentence, padded to
+    the longest) is over ``LOOP_BUDGET.result``."""
+    if isinstance(model, DecoderModel):
+        return  # a decoder refuses the loop itself
+    config = model.config
+    length = max(len(model.encode(text, pair).tokens) for text in texts)
+    shape = (len(texts), config.num_attention_heads, length, config.head_size)  # (B, H, T, d)
+    eta = estimate_loop_seconds(shape, shape) * config.num_hidden_layers
+    if eta > LOOP_BUDGET.result:
+        raise ValueError(
+            f"The loop strategy would take about {eta:.0f} s for {length} tokens; "
+            "use matmul or batched, or a shorter sentence."
+        )
 
 
 def answer(

@@ -39,6 +39,7 @@ class BatchForward:
     scores: np.ndarray  # (B, L, H, T, T): raw q·k, before the scale and the mask
     weights: np.ndarray  # (B, L, H, T, T): exactly 0 at every hidden key
     hidden_states: np.ndarray  # (B, L + 1, T, hidden)
+    logits: np.ndarray  # (B, T, vocab)
     scale: float
 
 
@@ -119,5 +120,9 @@ def forward_batch(model: DecoderModel, input_ids: np.ndarray, keep: np.ndarray) 
         hidden.append(x)
         for into, array in zip(kept, (q, k, v, scores, weights), strict=True):
             into.append(array)
+    normed = rms_norm(x, model.weights.final_norm, c.rms_norm_eps).reshape(streams * t, -1)
+    logits = model.weights.logits(normed).reshape(streams, t, -1)  # (B, T, vocab)
+    if c.final_softcap:
+        logits = softcap(logits, c.final_softcap)
     q5, k5, v5, s5, a5 = (np.stack(arrays, axis=1) for arrays in kept)  # (B, L, …)
-    return BatchForward(q5, k5, v5, s5, a5, np.stack(hidden, axis=1), model.scale)
+    return BatchForward(q5, k5, v5, s5, a5, np.stack(hidden, axis=1), logits, model.scale)

@@ -13,13 +13,10 @@ how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continu
 "Positions" tab (:mod:`.position_panel`) plots how RoPE turns a head's q·k with distance.
 Before the first result a placeholder says what to do; errors go to the status line.
 
-One job: the dock's controls and their wiring to the session. Its drawing pieces
-(token axis, heatmap item, thumbnail grid) are in :mod:`.model_grid`, the enlarged
-head in :mod:`.head_detail`, the grid-and-tabs splitter in :mod:`.heads_splitter`,
-the summaries tab in :mod:`.summary_panel`, the generation tab in
-:mod:`.generation_panel`, the positions tab in :mod:`.position_panel` and the
-install offer (no model found) in :mod:`.install_panel`.
-"""
+One job: the dock's controls and their wiring. Apart: grid (:mod:`.model_grid`), enlarged
+head (:mod:`.head_detail`), splitter (:mod:`.heads_splitter`), tabs (:mod:`.summary_panel`,
+:mod:`.generation_panel`, :mod:`.position_panel`), install offer (:mod:`.install_panel`),
+batch of sentences (:mod:`.batch_controls`)."""
 
 from __future__ import annotations
 
@@ -56,6 +53,7 @@ from attn_explorer.models.session import Head, ModelSession, head_name
 from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.analysis_panel import AnalysisPanel
+from attn_explorer.ui.model.batch_controls import BatchControls
 from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail
 from attn_explorer.ui.model.heads_splitter import HeadsSplitter
@@ -168,6 +166,7 @@ class ModelView(QWidget):
         self.generation = GenerationPanel(self.session)
         self.positions = PositionPanel(self.session)
         self.analysis = AnalysisPanel(self.session)
+        self.batch = BatchControls(self)  # several sentences, one a line: one padded batch
 
     def _build_layout(self) -> None:
         picker = QHBoxLayout()
@@ -223,6 +222,7 @@ class ModelView(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)  # every pixel counts in a side dock
         layout.addLayout(picker)
         layout.addLayout(text_row)
+        layout.addWidget(self.batch)
         layout.addLayout(options)
         layout.addWidget(self.status_label)
         layout.addWidget(self._pages, 1)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox, QWidget
 
-from attn_explorer.models.take_head import explorer_inputs, explorer_options, head_title
+from attn_explorer.models.take_head import explorer_options
 from attn_explorer.state.app_state import AppState
 from attn_explorer.ui.common.text import message_box
 from attn_explorer.ui.explorer.matrix_table import MatrixTable
@@ -117,13 +117,15 @@ class Commands:
         if attention is None:
             self.session.report("Nothing to take yet: type a sentence first.")
             return False
+        from attn_explorer.models.batch import taken_inputs, taken_options, taken_title  # B ≥ 1
+
         try:
-            snapshot = explorer_inputs(attention, layer, head)
+            snapshot = taken_inputs(attention, layer, head)
         except ValueError as exc:
             self.session.report(f"Could not take the head: {exc}")
             return False
-        title = head_title(attention, layer, head)
-        options = explorer_options(self.session.options, attention)
+        title = taken_title(attention, layer, head)
+        options = taken_options(explorer_options(self.session.options, attention), attention)
         if not self.files.replace(snapshot, options, f"take {title}", title):
             return False
         self.session.report(
