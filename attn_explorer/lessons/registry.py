@@ -40,6 +40,9 @@ HIGHLIGHT_TARGETS = (
     "timing",
     "shape_label",
     "stepper",
+    "model_sentences",
+    "model_heads",
+    "model_tokens",
 )
 
 #: How long a lesson's highlight stays: 0 = until the next step clears it.

@@ -149,6 +149,8 @@ class DeferredViews(QObject):
             self.build_timing()
         if name in ("timing", "stepper"):
             show_dock(self.docks.timing if name == "timing" else self.docks.stepper)
+        if name.startswith("model_"):  # the batch, head and token axes of a real model
+            self.model()
 
     def shutdown(self) -> None:
         """Stop the late views' timers and jobs (the window is going away)."""
