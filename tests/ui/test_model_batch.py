@@ -30,9 +30,11 @@ def view(qtbot, monkeypatch, tmp_path):
 
 def wait_for_batch(qtbot, view, size):
     qtbot.waitUntil(
-        lambda: isinstance(view.result, SentenceOfBatch)
-        and view.result.batch.size == size
-        and not view.busy,
+        lambda: (
+            isinstance(view.result, SentenceOfBatch)
+            and view.result.batch.size == size
+            and not view.busy
+        ),
         timeout=10_000,
     )
 
@@ -51,7 +53,7 @@ def test_batch_box_selector_and_padding(qtbot, view, tiny_dir):
         "1: the cat sat on the mat", "2: a dog", "3: hello there"
     ]  # fmt: skip
     assert controls.selector.isEnabled() and controls.selector.currentIndex() == 0
-    b, layers, h, t = batch.weights.shape[:4]
+    layers, h, t = batch.weights.shape[1:4]
     assert controls.shape_label.text().startswith(f"B = 3 sentences (the selector) · H = {h}")
     assert f"weights (3, {h}, {t}, {t}) in each of {layers} layers" in controls.shape_label.text()
 

@@ -15,7 +15,7 @@ It names the three axes for the lessons (``model_sentences``, ``model_heads``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtWidgets import (
@@ -23,15 +23,14 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QVBoxLayout,
     QWidget,
 )
 
 from attn_explorer.models.batch import BatchAttention, SentenceOfBatch
-
-if TYPE_CHECKING:
-    from attn_explorer.ui.model.model_view import ModelView
+from attn_explorer.models.session import ModelSession
 
 #: Lines the sentences box shows before it scrolls.
 BOX_LINES = 4
@@ -51,11 +50,26 @@ def shape_text(sentence: SentenceOfBatch) -> str:
     )
 
 
+class ModelDock(Protocol):
+    """What the controls read of the Model dock (``ModelView``; no import: no cycle)."""
+
+    @property
+    def session(self) -> ModelSession: ...
+    @property
+    def sentence_edit(self) -> QLineEdit: ...
+    @property
+    def pair_edit(self) -> QLineEdit: ...
+    @property
+    def grid(self) -> QWidget: ...
+    @property
+    def detail(self) -> QWidget: ...
+
+
 class BatchControls(QWidget):
     """Batch toggle, sentences box, sentence selector, "Show padding" and the shape line."""
 
-    def __init__(self, view: ModelView) -> None:
-        super().__init__(view)
+    def __init__(self, view: ModelDock) -> None:
+        super().__init__()  # the dock's layout adopts it
         self.setObjectName("model_sentences")  # the batch axis, for the lessons
         view.grid.setObjectName("model_heads")  # the head axis
         view.detail.setObjectName("model_tokens")  # the sequence axis (its token axes)
@@ -81,7 +95,7 @@ class BatchControls(QWidget):
             "(weight exactly 0); off: only its own tokens, as if it ran alone"
         )
         self.sentences_edit = QPlainTextEdit()
-        self.sentences_edit.setPlaceholderText("One sentence a line, e.g.\nThe cat sat.\nA dog ran.")
+        self.sentences_edit.setPlaceholderText("One sentence a line:\nThe cat sat.\nA dog ran.")
         self.sentences_edit.setTabChangesFocus(True)
         lines = BOX_LINES * self.fontMetrics().lineSpacing() + 12
         self.sentences_edit.setFixedHeight(lines)
