@@ -266,12 +266,28 @@ def taken_inputs(attention: ModelAttention, layer: int, head: int) -> Snapshot:
     return explorer_inputs(attention, layer, head)
 
 
+def taken_note(attention: ModelAttention) -> str:
+    """What the explorer does with a taken batch's padding, in one sentence ('' for no batch).
+
+    The explorer has no padding mask: causal hides a right-padded sentence's padding from
+    its real tokens, as the model's mask did; an encoder's real tokens see it there.
+    """
+    if not isinstance(attention, SentenceOfBatch) or attention.batch is None:
+        return ""
+    shown = f" Batch entry {attention.index + 1} of {attention.batch.size} is shown."
+    if attention.causal:
+        return shown + " Causal hides each sentence's padding from its tokens, as the mask did."
+    return shown + (
+        f" The explorer has no padding mask: shorter sentences' tokens also attend to their "
+        f"{PAD_LABEL} keys here, which the model's mask hid."
+    )
+
+
 def taken_options(options: Options, attention: ModelAttention) -> Options:
     """The taken head's options (``explorer_options``), on the sentence the model view showed."""
-    shown = replace(options, batch_index=0)
     if isinstance(attention, SentenceOfBatch) and attention.batch is not None:
-        shown = replace(options, batch_index=attention.index)
-    return shown
+        return replace(options, batch_index=attention.index)
+    return options
 
 
 def taken_title(attention: ModelAttention, layer: int, head: int) -> str:

@@ -134,3 +134,20 @@ def test_the_dimension_rows_point_at_the_batch_head_and_token_axes(window):
     targets = window.commands.highlight_targets()
     assert targets["model_sentences"] is view.batch
     assert targets["model_heads"] is view.grid and targets["model_tokens"] is view.detail
+
+
+def test_an_encoder_batch_in_the_explorer_has_no_padding_mask_and_says_so(qtbot, window, tiny_dir):
+    view = window.commands.open_model_view()
+    view.set_model_folder(tiny_dir)
+    view.batch.set_sentences(SENTENCES)
+    wait_for_batch(qtbot, view, 3)
+    batch = view.result.batch
+    view.take_head()  # sentence 1, layer 1 head 1
+    assert window.session.shape[:3] == (3, 1, batch.input_ids.shape[1])
+    message = window.statusBar().currentMessage()
+    assert "Batch entry 1 of 3 is shown" in message and "no padding mask" in message
+    weights = window.results.result.weights  # (B, 1, T, T)
+    longest = int(np.argmax(batch.lengths))  # no padding: the explorer equals the model
+    np.testing.assert_allclose(weights[longest, 0], batch.weights[longest, 0, 0], atol=1e-5)
+    n = batch.lengths[1]  # padded: its tokens now also attend to [PAD] keys
+    assert (weights[1, 0, :n, n:] > 0).all() and not batch.weights[1, 0, 0, :n, n:].any()

@@ -117,7 +117,7 @@ class Commands:
         if attention is None:
             self.session.report("Nothing to take yet: type a sentence first.")
             return False
-        from attn_explorer.models.batch import taken_inputs, taken_options, taken_title  # B ≥ 1
+        from attn_explorer.models.batch import taken_inputs, taken_note, taken_options, taken_title
 
         try:
             snapshot = taken_inputs(attention, layer, head)
@@ -130,7 +130,7 @@ class Commands:
             return False
         self.session.report(
             f"Loaded {title}: {len(snapshot.tokens)} tokens, d = {snapshot.shape[-1]}. Every "
-            "explorer feature now works on this real head.",
+            f"explorer feature now works on this real head.{taken_note(attention)}",
             "info",
         )
         return True
