@@ -66,7 +66,8 @@ class ModelDock(Protocol):
 
 
 class BatchControls(QWidget):
-    """Batch toggle, sentences box, sentence selector, "Show padding" and the shape line."""
+    """Sentence selector, "Show padding", sentences box and shape line, shown while ``toggle``
+    (which the dock places in its options row) is on."""
 
     def __init__(self, view: ModelDock) -> None:
         super().__init__()  # the dock's layout adopts it
@@ -103,9 +104,8 @@ class BatchControls(QWidget):
         self.shape_label.setWordWrap(True)
         self.shape_label.setTextFormat(Qt.TextFormat.PlainText)
 
-        row = QHBoxLayout()
+        row = QHBoxLayout()  # the toggle sits in the dock's options row: no room taken when off
         row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.toggle)
         row.addWidget(self.selector, 1)
         row.addWidget(self.padding_check)
         layout = QVBoxLayout(self)
@@ -200,9 +200,7 @@ class BatchControls(QWidget):
 
     def _show_batch_widgets(self) -> None:
         on = self.toggle.isChecked()
-        self.sentences_edit.setVisible(on)
-        for widget in (self.selector, self.padding_check, self.shape_label):
-            widget.setVisible(on)
+        self.setVisible(on)
         self.selector.setEnabled(self._batch is not None)
         self.padding_check.setEnabled(self._batch is not None)
         if self._batch is None:

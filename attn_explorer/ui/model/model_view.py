@@ -1,16 +1,15 @@
 """The "Model" dock: a real model's attention (BERT or a GGUF decoder), head by head.
 
-A thin view over :class:`attn_explorer.models.session.ModelSession`. Pick a model
-(found in the Hugging Face cache, LM Studio's folder or a model package, or opened
-from a folder or a ``.gguf`` file), type a sentence (and, for BERT, optionally a
-second one); after a pause in typing the request runs in a
-:class:`~attn_explorer.ui.common.workers.LatestRunner` (newest request wins). The view then
-shows a layers × heads grid of square thumbnails (rows = query i, columns = key j), an
-enlarged heatmap of the selected head with the tokens on its axes, a summaries table,
-and a button that hands the selected head to the explorer through ``headTaken``. For
-a decoder the grid brackets the query heads that share a key/value head, a line says
-how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continuation and a
-"Positions" tab (:mod:`.position_panel`) plots how RoPE turns a head's q·k with distance.
+A thin view over :class:`attn_explorer.models.session.ModelSession`. Pick a model (found in the
+Hugging Face cache, LM Studio's folder or a model package, or opened from a folder or a
+``.gguf`` file), type a sentence (and, for BERT, optionally a second one); after a pause in
+typing the request runs in a :class:`~attn_explorer.ui.common.workers.LatestRunner` (newest
+request wins). The view then shows a layers × heads grid of square thumbnails (rows = query i,
+columns = key j), an enlarged heatmap of the selected head with the tokens on its axes, a
+summaries table, and a button that hands the selected head to the explorer through
+``headTaken``. For a decoder the grid brackets the query heads that share a key/value head, a
+line says how many share, and a "Generate" tab (:mod:`.generation_panel`) writes a continuation
+and a "Positions" tab (:mod:`.position_panel`) plots how RoPE turns a head's q·k with distance.
 Before the first result a placeholder says what to do; errors go to the status line.
 
 One job: the dock's controls and their wiring. Apart: grid (:mod:`.model_grid`), enlarged
@@ -179,6 +178,7 @@ class ModelView(QWidget):
         options.addWidget(QLabel("Strategy:"))
         options.addWidget(self.strategy_combo)
         options.addWidget(self.scores_check)
+        options.addWidget(self.batch.toggle)
         options.addStretch(1)
 
         head_panel = QWidget()
