@@ -222,8 +222,8 @@ class ModelView(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)  # every pixel counts in a side dock
         layout.addLayout(picker)
         layout.addLayout(text_row)
-        layout.addWidget(self.batch)
         layout.addLayout(options)
+        layout.addWidget(self.batch)
         layout.addWidget(self.status_label)
         layout.addWidget(self._pages, 1)
 
