@@ -148,7 +148,7 @@ class SentenceOfBatch(ModelAttention):
         pads = t - self.full_length
         line = (
             f"Sentence {self.index + 1} of a batch of {b} (B = {b}, T = {t}): "
-            f"{self.full_length} tokens and {pads} padding."
+            f"{self.full_length} tokens and {pads} padded positions."
         )
         cut = " It was truncated." if self.truncated else ""
         return line + cut

@@ -94,8 +94,9 @@ def test_padded_view_masks_padding_out_and_trimmed_view_does_not_show_it(tiny_mo
     assert not padded.weights[..., n:].any() and not padded.weights[..., n:, :].any()
     np.testing.assert_array_equal(padded.weights[..., :n, :n], short.weights)
     assert isinstance(padded, SentenceOfBatch) and padded.batch is batch
-    assert f"Sentence 2 of a batch of 3 (B = 3, T = {t}): 4 tokens and {t - 4} padding." in (
-        padded.notice
+    assert (
+        f"Sentence 2 of a batch of 3 (B = 3, T = {t}): 4 tokens and {t - 4} padded positions."
+        in (padded.notice)
     )
     assert padded.summaries().entropy.shape == (2, 2)  # summaries read the zero rows calmly
 
