@@ -3,13 +3,14 @@
 A :class:`HeadsSplitter` puts the thumbnail grid above the tabs (selected head,
 summaries, generation, positions) or beside them, whichever gives the grid's square
 cells more room, and gives the grid's pane just the room its cells fill. It arranges
-itself whenever its size changes, until the user drags the handle.
+itself whenever its size changes, until the user drags the handle. The tabs are
+:class:`LowerTabs`: short names, each drawn whole, that fit the dock's narrowest width.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtWidgets import QSplitter, QWidget
+from PySide6.QtCore import QEvent, QObject, QSize, Qt
+from PySide6.QtWidgets import QSplitter, QTabBar, QTabWidget, QWidget
 
 from attn_explorer.ui.model.model_grid import ThumbnailGrid
 
@@ -70,3 +71,39 @@ class HeadsSplitter(QSplitter):
 
     def _on_split_dragged(self, *_: object) -> None:
         self._split_by_user = True
+
+
+class CompactTabBar(QTabBar):
+    """Tabs as wide as their names need plus ``PADDING_PX`` a side, never elided.
+
+    The style's own padding made five tabs wider than a narrow dock, and the bar then
+    scrolled, cutting the last visible name ("Gener").
+    """
+
+    PADDING_PX = 8
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setElideMode(Qt.TextElideMode.ElideNone)  # a name is shown whole or not at all
+        self.setUsesScrollButtons(True)  # only if the dock is narrower than every name
+
+    def tabSizeHint(self, index: int) -> QSize:
+        hint = super().tabSizeHint(index)
+        text = self.fontMetrics().horizontalAdvance(self.tabText(index))
+        return QSize(min(hint.width(), text + 2 * self.PADDING_PX), hint.height())
+
+    def minimumTabSizeHint(self, index: int) -> QSize:
+        return self.tabSizeHint(index)
+
+
+class LowerTabs(QTabWidget):
+    """The tabs under the grid (document mode, :class:`CompactTabBar`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setTabBar(CompactTabBar())
+        self.setDocumentMode(True)
+
+    def add(self, page: QWidget, name: str, tip: str) -> None:
+        """Add ``page`` under the short ``name``; ``tip`` says what it is in full."""
+        self.setTabToolTip(self.addTab(page, name), tip)
