@@ -124,6 +124,7 @@ class GenerationPanel(QWidget):
         item = self.plot.getPlotItem()
         item.setMenuEnabled(False)
         item.hideButtons()
+        item.setContentsMargins(0, 8, 0, 0)  # the first row's label and the bar's "1" whole
         # The title is a label above the plot, not the plot's own: it wraps in a narrow dock,
         # and its width never pushes the colour bar past the right edge.
         self.caption = QLabel("")
@@ -133,7 +134,8 @@ class GenerationPanel(QWidget):
         box = item.getViewBox()
         box.invertY(True)  # the first step at the top, the newest row at the bottom
         box.setMouseEnabled(False, False)
-        left.setLabel("new query")
+        # Rows and scale are named in the caption: a vertical axis title is cut in a plot
+        # this short (a 650-px window gives it ~70 px).
         bottom.setLabel("cached key j")
         self.image = HeatmapItem(None, lambda head: None, lambda head, cell: None)
         item.addItem(self.image)
@@ -142,7 +144,7 @@ class GenerationPanel(QWidget):
             colorMapMenu=False, width=14,
         )  # fmt: skip
         colorbar.setImageItem(self.image, insert_in=item)
-        colorbar.axis.setLabel("softmax weight")
+        colorbar.axis.setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "1")]])  # never crowded
         colorbar.axis.setTextPen(TEXT_RGB)
         colorbar.axis.setPen(TEXT_RGB)
 
@@ -317,5 +319,9 @@ class GenerationPanel(QWidget):
             if isinstance(axis, TokenAxis):
                 axis.set_tokens(tokens)
         name = head_name(layer, head)
-        self.caption.setText(f"{name}: one row per new token, the newest at the bottom")
+        self.caption.setText(f"{name} weights: a row per new token, newest last")
+        self.caption.setToolTip(
+            "Softmax weights of each new token's query (one row each, the newest at the "
+            "bottom) over every cached key"
+        )
         item.getViewBox().setRange(xRange=(0, rows.shape[1]), yRange=(0, rows.shape[0]), padding=0)

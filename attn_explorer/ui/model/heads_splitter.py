@@ -9,8 +9,17 @@ itself whenever its size changes, until the user drags the handle. The tabs are
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QSize, Qt
-from PySide6.QtWidgets import QSplitter, QTabBar, QTabWidget, QWidget
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtWidgets import (
+    QApplication,
+    QProxyStyle,
+    QSplitter,
+    QStyle,
+    QStyleOption,
+    QTabBar,
+    QTabWidget,
+    QWidget,
+)
 
 from attn_explorer.ui.model.model_grid import ThumbnailGrid
 
@@ -73,27 +82,38 @@ class HeadsSplitter(QSplitter):
         self._split_by_user = True
 
 
+class _TightTabStyle(QProxyStyle):
+    """The app's style with less room beside each tab's name (``TAB_SPACE_PX`` in all)."""
+
+    TAB_SPACE_PX = 12  # Fusion's own is 24: five names then overflow a 360-px dock
+
+    def pixelMetric(
+        self,
+        metric: QStyle.PixelMetric,
+        option: QStyleOption | None = None,
+        widget: QWidget | None = None,
+    ) -> int:
+        if metric == QStyle.PixelMetric.PM_TabBarTabHSpace:
+            return self.TAB_SPACE_PX
+        return super().pixelMetric(metric, option, widget)
+
+
 class CompactTabBar(QTabBar):
-    """Tabs as wide as their names need plus ``PADDING_PX`` a side, never elided.
+    """Tabs with names never elided, and only a little room beside them.
 
     The style's own padding made five tabs wider than a narrow dock, and the bar then
     scrolled, cutting the last visible name ("Gener").
     """
 
-    PADDING_PX = 8
-
     def __init__(self) -> None:
         super().__init__()
+        # Its own copy of the app's style by name: the palette switch replaces the app's
+        # style object, which a proxy of that very object would outlive.
+        app_style = QApplication.style()
+        self._style = _TightTabStyle(app_style.name() if app_style else "Fusion")
+        self.setStyle(self._style)
         self.setElideMode(Qt.TextElideMode.ElideNone)  # a name is shown whole or not at all
         self.setUsesScrollButtons(True)  # only if the dock is narrower than every name
-
-    def tabSizeHint(self, index: int) -> QSize:
-        hint = super().tabSizeHint(index)
-        text = self.fontMetrics().horizontalAdvance(self.tabText(index))
-        return QSize(min(hint.width(), text + 2 * self.PADDING_PX), hint.height())
-
-    def minimumTabSizeHint(self, index: int) -> QSize:
-        return self.tabSizeHint(index)
 
 
 class LowerTabs(QTabWidget):
