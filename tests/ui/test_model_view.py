@@ -390,3 +390,31 @@ def test_summary_table_shows_every_layer(qtbot, view, minilm_dir):
     assert table.viewport().height() >= rows  # every layer's row, none cut off
     table.cellClicked.emit(4, 10)  # a click picks the head and shows it enlarged
     assert view.selected_head == (4, 10) and view.detail.isVisible()
+
+
+def test_a_remembered_model_that_is_gone_is_not_chosen(qtbot, monkeypatch, tmp_path):
+    """The last launch's model was deleted since: nothing is chosen, and nothing breaks."""
+    from attn_explorer.ui.common.settings import settings
+    from attn_explorer.ui.model.model_choice import FOLDER_KEY
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    settings().setValue(FOLDER_KEY, str(tmp_path / "deleted.gguf"))
+    widget = ModelView()
+    qtbot.addWidget(widget)
+    assert widget.current_folder() is None and widget.session.folder is None
+    assert "b00020" not in widget.status_label.styleSheet()
+    widget.shutdown()
+
+
+def test_a_remembered_model_folder_is_chosen_again(qtbot, monkeypatch, tmp_path, tiny_dir):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    first = ModelView()
+    qtbot.addWidget(first)
+    first.set_model_folder(tiny_dir)
+    first.shutdown()
+    second = ModelView()
+    qtbot.addWidget(second)
+    assert second.current_folder() == str(tiny_dir)
+    assert second.model_combo.currentText() == "tiny-bert (folder)"
+    assert second.status_label.text().startswith("Now type a sentence")
+    second.shutdown()

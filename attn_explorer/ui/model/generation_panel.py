@@ -8,7 +8,9 @@ the GUI thread and is written at once, with a progress bar (tokens so far of the
 asked for). The plot shows the selected head's attention rows, one per new token: the
 newest row is the new query against every cached key (the KV cache), so the staircase
 grows a row and a column per token. **Stop** ends it, keeping what was written; the
-window is never blocked.
+window is never blocked. Before anything is written an empty state says what to do (no
+empty axes); once it is, **Show in grid** types the prompt and its continuation into the
+sentence box, so the grid and the enlarged head show every token's attention.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import threading
 from collections.abc import Callable
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -26,11 +28,13 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSpinBox,
+    QStackedWidget,
     QTextEdit,
     QVBoxLayout,
     QWidget,
 )
 
+from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.generation import GenerationState, generate_tokens
 from attn_explorer.models.session import ModelSession, head_name
 from attn_explorer.state.colormaps import lut
@@ -41,6 +45,12 @@ from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, 
 DEFAULT_NEW_TOKENS, MOST_NEW_TOKENS = 20, 256
 #: The colour of the written continuation in the output (the prompt stays plain).
 NEW_TEXT_RGB = "#1f5fbf"
+#: What the tab says before anything is written, and while the first token is computed.
+EMPTY_TEXT = (
+    "Nothing written yet. Type a prompt above and press Generate: a decoder (.gguf) "
+    "writes one token at a time, and each new token's attention row appears here."
+)
+WAITING_TEXT = "Writing the first token…"
 
 
 class _TokenSignal(QObject):
@@ -52,10 +62,13 @@ class _TokenSignal(QObject):
 class GenerationPanel(QWidget):
     """Generate / Stop, max new tokens, chat; the written text, progress and growing rows.
 
-    ``started`` is emitted when a generation begins (the model view shows this tab).
+    ``started`` is emitted when a generation begins (the model view shows this tab);
+    ``showRequested(text)`` when the user asks to see the prompt and its continuation in
+    the grid (the model view types ``text`` into its sentence box).
     """
 
     started = Signal()
+    showRequested = Signal(str)
 
     def __init__(self, session: ModelSession, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,6 +77,7 @@ class GenerationPanel(QWidget):
         self._tokens = _TokenSignal(self)
         self._generation_id = 0  # a token from an older (stopped) generation is dropped
         self._job_done: threading.Event | None = None
+        self._prompt, self._chat = "", False  # what the shown generation continues
         self._build()
         self._connect()
         self._refresh()
@@ -88,26 +102,40 @@ class GenerationPanel(QWidget):
         self.progress.setFormat("%v / %m tokens")
         self.progress.setRange(0, DEFAULT_NEW_TOKENS)
         self.progress.setValue(0)
+        self.show_button = QPushButton("Show in grid")
+        self.show_button.setToolTip(
+            "Type the prompt and what was written into the sentence box: the grid and the "
+            "Head tab then show every token's attention, the new ones included"
+        )
+        self.show_button.setEnabled(False)
+        self.empty_label = QLabel(EMPTY_TEXT)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setMargin(12)
         self.output = QTextEdit()
         self.output.setReadOnly(True)
-        self.output.setPlaceholderText(
-            "Type a prompt above and press Generate: a decoder (.gguf) writes here, "
-            "one token at a time."
-        )
         self.output.setMinimumHeight(3 * self.fontMetrics().lineSpacing())
         self.output.setMaximumHeight(4 * self.fontMetrics().lineSpacing())  # the rows need room
 
         left, bottom = TokenAxis("left"), TokenAxis("bottom")
         self.plot = pg.PlotWidget(axisItems={"left": left, "bottom": bottom})
         self.plot.setBackground("w")
-        self.plot.setMinimumSize(200, 140)
+        self.plot.setMinimumSize(200, 120)  # with its title above: 140 px in all
         item = self.plot.getPlotItem()
         item.setMenuEnabled(False)
         item.hideButtons()
+        item.setContentsMargins(0, 8, 0, 0)  # the first row's label and the bar's "1" whole
+        # The title is a label above the plot, not the plot's own: it wraps in a narrow dock,
+        # and its width never pushes the colour bar past the right edge.
+        self.caption = QLabel("")
+        self.caption.setWordWrap(True)
+        self.caption.setTextFormat(Qt.TextFormat.PlainText)
+        self.caption.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         box = item.getViewBox()
         box.invertY(True)  # the first step at the top, the newest row at the bottom
         box.setMouseEnabled(False, False)
-        left.setLabel("new query")
+        # Rows and scale are named in the caption: a vertical axis title is cut in a plot
+        # this short (a 650-px window gives it ~70 px).
         bottom.setLabel("cached key j")
         self.image = HeatmapItem(None, lambda head: None, lambda head, cell: None)
         item.addItem(self.image)
@@ -116,7 +144,7 @@ class GenerationPanel(QWidget):
             colorMapMenu=False, width=14,
         )  # fmt: skip
         colorbar.setImageItem(self.image, insert_in=item)
-        colorbar.axis.setLabel("softmax weight")
+        colorbar.axis.setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "1")]])  # never crowded
         colorbar.axis.setTextPen(TEXT_RGB)
         colorbar.axis.setPen(TEXT_RGB)
 
@@ -130,16 +158,28 @@ class GenerationPanel(QWidget):
         options.addWidget(self.max_spin)
         options.addWidget(self.chat_check)
         options.addStretch(1)
+        written = QWidget()
+        written_layout = QVBoxLayout(written)
+        written_layout.setContentsMargins(0, 0, 0, 0)
+        written_layout.addWidget(self.output)
+        under_text = QHBoxLayout()  # the rows' title, and the offer to see them in the grid
+        under_text.addWidget(self.caption, 1)
+        under_text.addWidget(self.show_button, 0, Qt.AlignmentFlag.AlignTop)
+        written_layout.addLayout(under_text)
+        written_layout.addWidget(self.plot, 1)
+        self.pages = QStackedWidget()  # the empty state, or the text and its rows
+        self.pages.addWidget(self.empty_label)
+        self.pages.addWidget(written)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(controls)
         layout.addLayout(options)
-        layout.addWidget(self.output)
-        layout.addWidget(self.plot, 1)
+        layout.addWidget(self.pages, 1)
 
     def _connect(self) -> None:
         self.generate_button.clicked.connect(self.generate)
         self.stop_button.clicked.connect(self.stop)
+        self.show_button.clicked.connect(self.show_in_grid)
         self._tokens.token.connect(self._on_token)
         self._runner.finished.connect(self._on_finished)
         self._runner.failed.connect(self._on_failed)
@@ -161,6 +201,7 @@ class GenerationPanel(QWidget):
         request = self.session.start_generation(self.max_spin.value(), self.chat_check.isChecked())
         if request is None:
             return
+        self._prompt, self._chat = self.session.text, request.chat
         self._generation_id += 1
         generation_id, done = self._generation_id, threading.Event()
         cache, signal = self.session.cache, self._tokens.token
@@ -186,6 +227,28 @@ class GenerationPanel(QWidget):
             self._runner.cancel(quiet=True)
             self.session.stop_generation()
 
+    def full_text(self) -> str:
+        """The prompt and what was written after it, as the model read them ('' if nothing).
+
+        A chat turn is written out in the model's template, so the grid reads what the
+        model read.
+        """
+        state = self.session.generation
+        if state is None or not state.tokens:
+            return ""
+        prompt = self._prompt
+        model = self.session.cache.loaded(self.session.folder or "")
+        if self._chat and isinstance(model, DecoderModel):
+            prompt = model.chat_prompt(prompt)
+        return prompt + state.text
+
+    @Slot()
+    def show_in_grid(self) -> None:
+        """Ask the model view to show the prompt and its continuation in the grid."""
+        text = self.full_text()
+        if text and not self.busy:
+            self.showRequested.emit(text)
+
     def shutdown(self) -> None:
         """Stop, and wait a little for the token being computed (no work outlives the window)."""
         self.stop()
@@ -209,18 +272,25 @@ class GenerationPanel(QWidget):
     def _on_busy(self, busy: bool) -> None:
         self.generate_button.setEnabled(not busy)
         self.stop_button.setEnabled(busy)
+        self._refresh()
 
     # -- the session pushed into the widgets ---------------------------------------------
 
     @Slot()
     def _refresh(self) -> None:
         state = self.session.generation
+        self.show_button.setEnabled(bool(state and state.done and state.tokens) and not self.busy)
+        if state is None or not state.rows:
+            self.empty_label.setText(WAITING_TEXT if self.busy else EMPTY_TEXT)
+            self.pages.setCurrentIndex(0)
+        else:
+            self.pages.setCurrentIndex(1)
         if state is None:
             self.output.clear()
             self.progress.setValue(0)
             self._refresh_rows()
             return
-        prompt = html.escape(self.session.text)
+        prompt = html.escape(self._prompt)
         written = html.escape(state.text)
         self.output.setHtml(
             f'<span style="white-space: pre-wrap">{prompt}'
@@ -237,7 +307,7 @@ class GenerationPanel(QWidget):
         item = self.plot.getPlotItem()
         if state is None or not state.rows:
             self.image.clear()
-            item.setTitle("each new token's query row appears here", color=TEXT_RGB)
+            self.caption.setText("")
             return
         layer, head = self.session.selected_head
         n_layers, n_heads = state.rows[0].shape[:2]
@@ -248,5 +318,10 @@ class GenerationPanel(QWidget):
             axis = item.getAxis(name)
             if isinstance(axis, TokenAxis):
                 axis.set_tokens(tokens)
-        item.setTitle(f"{head_name(layer, head)}: newest row at the bottom", color=TEXT_RGB)
+        name = head_name(layer, head)
+        self.caption.setText(f"{name} weights: a row per new token, newest last")
+        self.caption.setToolTip(
+            "Softmax weights of each new token's query (one row each, the newest at the "
+            "bottom) over every cached key"
+        )
         item.getViewBox().setRange(xRange=(0, rows.shape[1]), yRange=(0, rows.shape[0]), padding=0)

@@ -3,13 +3,23 @@
 A :class:`HeadsSplitter` puts the thumbnail grid above the tabs (selected head,
 summaries, generation, positions) or beside them, whichever gives the grid's square
 cells more room, and gives the grid's pane just the room its cells fill. It arranges
-itself whenever its size changes, until the user drags the handle.
+itself whenever its size changes, until the user drags the handle. The tabs are
+:class:`LowerTabs`: short names, each drawn whole, that fit the dock's narrowest width.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtWidgets import QSplitter, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QProxyStyle,
+    QSplitter,
+    QStyle,
+    QStyleOption,
+    QTabBar,
+    QTabWidget,
+    QWidget,
+)
 
 from attn_explorer.ui.model.model_grid import ThumbnailGrid
 
@@ -70,3 +80,50 @@ class HeadsSplitter(QSplitter):
 
     def _on_split_dragged(self, *_: object) -> None:
         self._split_by_user = True
+
+
+class _TightTabStyle(QProxyStyle):
+    """The app's style with less room beside each tab's name (``TAB_SPACE_PX`` in all)."""
+
+    TAB_SPACE_PX = 12  # Fusion's own is 24: five names then overflow a 360-px dock
+
+    def pixelMetric(
+        self,
+        metric: QStyle.PixelMetric,
+        option: QStyleOption | None = None,
+        widget: QWidget | None = None,
+    ) -> int:
+        if metric == QStyle.PixelMetric.PM_TabBarTabHSpace:
+            return self.TAB_SPACE_PX
+        return super().pixelMetric(metric, option, widget)
+
+
+class CompactTabBar(QTabBar):
+    """Tabs with names never elided, and only a little room beside them.
+
+    The style's own padding made five tabs wider than a narrow dock, and the bar then
+    scrolled, cutting the last visible name ("Gener").
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Its own copy of the app's style by name: the palette switch replaces the app's
+        # style object, which a proxy of that very object would outlive.
+        app_style = QApplication.style()
+        self._style = _TightTabStyle(app_style.name() if app_style else "Fusion")
+        self.setStyle(self._style)
+        self.setElideMode(Qt.TextElideMode.ElideNone)  # a name is shown whole or not at all
+        self.setUsesScrollButtons(True)  # only if the dock is narrower than every name
+
+
+class LowerTabs(QTabWidget):
+    """The tabs under the grid (document mode, :class:`CompactTabBar`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setTabBar(CompactTabBar())
+        self.setDocumentMode(True)
+
+    def add(self, page: QWidget, name: str, tip: str) -> None:
+        """Add ``page`` under the short ``name``; ``tip`` says what it is in full."""
+        self.setTabToolTip(self.addTab(page, name), tip)

