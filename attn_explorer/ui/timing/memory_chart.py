@@ -81,8 +81,9 @@ class MemoryChart(pg.PlotWidget):
         self.getPlotItem().layout.setColumnMinimumWidth(3, 90)
 
     def set_note(self, note: str) -> None:
-        """Say in the title what no longer holds about the sweep shown ("" for nothing)."""
-        self.setTitle(f"peak memory vs tokens T, {note}" if note else MEMORY_TITLE, size="9pt")
+        """Title the chart ``note`` (lines), what no longer holds about the sweep shown;
+        "" for its usual title."""
+        self.setTitle(note.replace("\n", "<br>") if note else MEMORY_TITLE, size="9pt")
 
     def show_sweep(self, sweep: dict[str, Any]) -> None:
         """Draw the measured bytes of every strategy in ``sweep`` (see compute.timing)."""

@@ -57,7 +57,7 @@ COLOURS = {
 BARS_PLACEHOLDER = "Press Ctrl+T (Time strategies)\nto time the strategies on the current shape"
 SWEEP_PLACEHOLDER = "Press Ctrl+Shift+T (Scaling sweep)\nto time every strategy for T = 4 … 1024"
 BARS_TITLE = "median time per call (log scale)"
-SWEEP_TITLE = "time vs tokens T (log–log)"
+SWEEP_TITLE = "time vs T (log–log)"
 OUT_OF_DATE = "out of date — run again"
 #: Opacity of the lines of a chart that no longer matches the session.
 FADED = 0.35
@@ -273,25 +273,38 @@ class TimingPanel(QWidget):
         self.update_titles()
 
     # -- what each chart was measured on --------------------------------------------------------
+    # Titles are short lines (a chart may be a third of a 1000-pixel window wide): what it
+    # was measured on, then what no longer holds; the tooltip says the whole of it.
     def sweep_note(self) -> str:
         """What no longer holds about the sweep shown ("" while it matches the session)."""
         if self.sweep_at is None:
             return ""
         at = "H = {}, d = {}".format(*self.sweep_at)
         if self._measuring is not None:
-            return "previous run ({}) · measuring H = {}, d = {} …".format(at, *self._measuring)
+            return f"previous run, at {at}\nmeasuring again …"
         if self.sweep_stale():
-            return f"measured at {at} · {OUT_OF_DATE}"
+            return f"at {at}\n{OUT_OF_DATE}"
         return ""
 
     def sweep_title(self) -> str:
         """The sweep chart's title: what it was measured at, and whether that still holds."""
         if self.sweep_at is None:
             return f"{SWEEP_TITLE}, current H and d"
+        fresh = "{}, H = {}, d = {}".format(SWEEP_TITLE, *self.sweep_at)
         note = self.sweep_note()
+        return note if self._measuring is not None else f"time vs T, {note}" if note else fresh
+
+    def sweep_tip(self) -> str:
+        if self.sweep_at is None:
+            return "Time every strategy for T = 4 … 1024 at the current H and d (Ctrl+Shift+T)"
+        at = "H = {}, d = {}".format(*self.sweep_at)
         if self._measuring is not None:
-            return note
-        return f"{SWEEP_TITLE}, {note or 'H = {}, d = {}'.format(*self.sweep_at)}"
+            now = "H = {}, d = {}".format(*self._measuring)
+            return f"The previous sweep, at {at}, while {now} is measured."
+        _, h, _, d = self.session.shape
+        if self.sweep_stale():
+            return f"Measured at {at}; the session has H = {h}, d = {d} now. Ctrl+Shift+T again."
+        return f"Measured at {at}, the session's H and d."
 
     def sweep_stale(self) -> bool:
         """True while the sweep shown was measured at another H or d than the session's."""
@@ -301,19 +314,33 @@ class TimingPanel(QWidget):
     def bars_title(self) -> str:
         if self.timed_shape is None:
             return f"{BARS_TITLE}, current shape"
-        shape = "(B, H, T, d) = ({}, {}, {}, {})".format(*self.timed_shape)
+        shape = "({},{},{},{})".format(*self.timed_shape)
         if self.timed_shape != self.session.shape:
-            return f"{BARS_TITLE}, measured at {shape} · {OUT_OF_DATE}"
-        return f"{BARS_TITLE}, {shape}"
+            return f"time per call, at {shape}\n{OUT_OF_DATE}"
+        return f"time per call, (B,H,T,d) = {shape}"
+
+    def bars_tip(self) -> str:
+        if self.timed_shape is None:
+            return "Time the strategies on the current shape (Ctrl+T)"
+        at = "(B, H, T, d) = ({}, {}, {}, {})".format(*self.timed_shape)
+        if self.timed_shape != self.session.shape:
+            now = "({}, {}, {}, {})".format(*self.session.shape)
+            return f"Measured at {at}; the session is {now} now. Ctrl+T again."
+        return f"Median time per call, measured at {at}, the session's shape."
 
     def update_titles(self) -> None:
         """Say on each chart what it was measured on; fade the lines that no longer match."""
-        self.scaling.setTitle(self.sweep_title(), size="9pt")
+        self.scaling.setTitle(self.sweep_title().replace("\n", "<br>"), size="9pt")
         note = self.sweep_note()
-        self.memory.set_note(note)
+        self.memory.set_note(
+            note if self._measuring is not None or not note else f"peak memory vs T, {note}"
+        )
         for item in (self.scaling.getPlotItem().vb, self.memory.getPlotItem().vb):
             item.setOpacity(FADED if note else 1.0)
-        self.bars.setTitle(self.bars_title(), size="9pt")
+        self.scaling.setToolTip(self.sweep_tip())
+        self.memory.setToolTip(self.sweep_tip())
+        self.bars.setTitle(self.bars_title().replace("\n", "<br>"), size="9pt")
+        self.bars.setToolTip(self.bars_tip())
         stale_bars = self.timed_shape is not None and self.timed_shape != self.session.shape
         self.bars.getPlotItem().vb.setOpacity(FADED if stale_bars else 1.0)
 
