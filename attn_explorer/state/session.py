@@ -4,13 +4,11 @@ Qt-free. Holds the token names, the query/key/value tensors ``(B, H, T, d)`` and
 the view options; validates every edit, records it on an undo stack, and emits
 :class:`~attn_explorer.state.events.SessionEvents` so views can follow. A
 rejected edit changes nothing and emits a ``message`` naming the cell and the
-reason.
+reason. Undo covers the numbers and the shape, never an option (the README's rule).
 
-One job: every edit of the numbers and names, each validated and undoable. The
-value types, the undo stack, the sizes and new cells of a structural edit
-(:mod:`~attn_explorer.state.structure`) live in their own modules, and the results
-computed from the session in :mod:`~attn_explorer.state.results`, which the
-:class:`~attn_explorer.state.app_state.AppState` builds beside it.
+The value types, the undo stack, the rules of a structural edit
+(:mod:`~attn_explorer.state.structure`) and the results (:mod:`~attn_explorer.state.results`,
+built beside the session by :class:`~attn_explorer.state.app_state.AppState`) live apart.
 """
 
 from __future__ import annotations
@@ -25,7 +23,14 @@ from attn_explorer.compute.validation import first_bad_value
 from attn_explorer.state.events import SessionEvents
 from attn_explorer.state.history import History
 from attn_explorer.state.presets import worked_example
-from attn_explorer.state.structure import as_float64, new_cells, size_problem, unused_token_name
+from attn_explorer.state.structure import (
+    as_float64,
+    new_cells,
+    resized,
+    size_problem,
+    snapshot_problem,
+    unused_token_name,
+)
 from attn_explorer.state.types import (
     MATRICES,
     MATRIX_LETTER,
@@ -50,6 +55,7 @@ class Session:
         self._value = np.array(snap.value, dtype=np.float64)
         self.options = options or (preset.options if snapshot is None else Options())
         self._dirty = False
+        self._saved_options = self.options
         #: Increments on every change of numbers, shape or options that affect results
         #: (:class:`~attn_explorer.state.results.results.Results` caches by it).
         self.revision = 0
@@ -103,7 +109,19 @@ class Session:
 
     def mark_saved(self) -> None:
         """Nothing is unsaved any more (which file it is in is the Document's business)."""
+        self._saved_options = self.options
+        self.history.mark_saved()
         self._set_dirty(False)
+
+    def _update_dirty(self) -> None:
+        """Modified unless undo / redo stand where the numbers were saved and the options a
+        file keeps (all but step, head, batch entry, granularity) are as saved."""
+        saved = replace(self._saved_options, step=self.options.step, head=self.options.head)
+        saved = replace(
+            saved, batch_index=self.options.batch_index, granularity=self.options.granularity
+        )
+        same = saved == self.options
+        self._set_dirty(not (self.history.at_saved and same))
 
     def _set_dirty(self, dirty: bool) -> None:
         if dirty != self._dirty:
@@ -112,18 +130,13 @@ class Session:
 
     def _changed(self) -> None:
         self.revision += 1
-        self._set_dirty(True)
+        self._update_dirty()
 
     def report(self, text: str, level: str = "error") -> None:
         """Send a message to whoever shows them (the status bar)."""
         self.events.message.emit(text, level)
 
     # -- undo / redo ----------------------------------------------------------------------
-    def _push(
-        self, text: str, undo: Callable[[], None], redo: Callable[[], None], merge: object = None
-    ) -> None:
-        self.history.push(text, undo, redo, merge_key=merge)
-
     def can_undo(self) -> bool:
         return self.history.can_undo()
 
@@ -149,7 +162,8 @@ class Session:
         return True
 
     def clear_history(self) -> None:
-        self.history.clear()
+        """Forget undo and redo: the numbers now are the starting point (saved or not)."""
+        self.history.clear(saved=not self._dirty)
 
     # -- value edits ------------------------------------------------------------------------
     def _array(self, name: str) -> np.ndarray:
@@ -251,10 +265,11 @@ class Session:
         if np.array_equal(old, values):
             return True
 
-        def apply(data: np.ndarray) -> Callable[[], None]:
+        def apply(data: np.ndarray, *, edit: bool = False) -> Callable[[], None]:
             def run() -> None:
                 self._array(matrix)[region] = data
-                self._end_step()
+                if edit:  # the user's edit ends a step-through; its undo and redo do not
+                    self._end_step()
                 self._changed()
                 self.events.values.emit(matrix)
 
@@ -263,7 +278,13 @@ class Session:
         what = "edit" if values.size == 1 else f"paste {rows}×{cols}"
         if merge is not None:
             what = "drag"
-        self._push(f"{what} {MATRIX_LETTER[matrix]}", apply(old), apply(values), merge)
+        self.history.push(
+            f"{what} {MATRIX_LETTER[matrix]}",
+            apply(old),
+            apply(values),
+            merge_key=merge,
+            apply=apply(values, edit=True),
+        )
         return True
 
     # -- structure edits --------------------------------------------------------------------
@@ -271,19 +292,29 @@ class Session:
         """New cells for query, key and value, as the options say (see :func:`new_cells`)."""
         return new_cells(shape, self.options.fill, self.options.seed + self.revision)
 
-    def _restore(self, snap: Snapshot, options: Options | None = None) -> None:
+    def _restore(
+        self, snap: Snapshot, options: Options | None = None, *, edit: bool = False
+    ) -> None:
+        """Put numbers and shape in place, and ``options`` when the change sets them (a load).
+
+        Undo and redo set none: view settings are not edits, so they stay, the step among
+        them (clamped). A resize or load the user makes (``edit``) ends a step-through.
+        """
         old_shape = self.shape
-        self._tokens = list(snap.tokens)
-        self._query = snap.query.copy()
-        self._key = snap.key.copy()
-        self._value = snap.value.copy()
-        # Options not given (an undo, a resize): the numbers stepped through are gone.
-        opts = options or replace(self.options, step=-1)
-        b, h, _, _ = self.shape
-        opts = replace(opts, batch_index=min(opts.batch_index, b - 1), head=min(opts.head, h - 1))
+        self._tokens, self._query = list(snap.tokens), snap.query.copy()
+        self._key, self._value = snap.key.copy(), snap.value.copy()
+        opts = options or (replace(self.options, step=-1) if edit else self.options)
+        b, h, t, d = self.shape
+        last_step = b * h * t * t * d - 1  # the loop's last multiply-add
+        opts = replace(
+            opts,
+            batch_index=min(opts.batch_index, b - 1),
+            head=min(opts.head, h - 1),
+            step=min(opts.step, last_step),
+        )
         # Only the step ending is not news for "all": the stepper ends on the shape / values
         # event; a load that sets a step (a file saved mid-step) is.
-        ended = options is None and replace(opts, step=self.options.step) == self.options
+        ended = edit and options is None and replace(opts, step=self.options.step) == self.options
         options_changed = opts != self.options and not ended
         self.options = opts
         self._changed()
@@ -297,33 +328,19 @@ class Session:
             self.events.options.emit("all")
 
     def _structural(self, text: str, new: Snapshot, options: Options | None = None) -> bool:
-        b, h, t, d = new.shape
-        for name, array in (("query", new.query), ("key", new.key), ("value", new.value)):
-            if array.shape != (b, h, t, d):
-                self.report(f"{text}: {name} has shape {array.shape}, expected {(b, h, t, d)}")
-                return False
-        problem = self.check_size(b, h, t, d)
+        problem = snapshot_problem(new)
         if problem:
-            self.report(f"{text}: {problem}; kept the current table")
+            self.report(f"{text}: {problem}")
             return False
-        if len(new.tokens) != t:
-            self.report(f"{text}: {len(new.tokens)} token names for T = {t} rows")
-            return False
-        for name, array in (("query", new.query), ("key", new.key), ("value", new.value)):
-            bad = first_bad_value(array)
-            if bad is not None:
-                where = cell_label(name, bad, new.tokens, b)
-                self.report(
-                    f"{text}: {where}: {out_of_range(float(array[bad]))}; kept the current table"
-                )
-                return False
         old = self.snapshot()
-        # Options are not on the undo stack: undoing a resize must not revert a
-        # strategy or dtype chosen since. Only a load that set options puts them back,
-        # and never a stepper position: an undo ends a step-through (step = -1).
-        old_options = replace(self.options, step=-1) if options is not None else None
-        self._push(
-            text, lambda: self._restore(old, old_options), lambda: self._restore(new, options)
+        # Options are never on the undo stack (the README's rule): undo and redo put back
+        # the numbers and the shape, and view settings chosen since — stage, causal,
+        # strategy, head, the step-through — stay. Only the load itself sets options.
+        self.history.push(
+            text,
+            lambda: self._restore(old),
+            lambda: self._restore(new),
+            apply=lambda: self._restore(new, options, edit=True),
         )
         return True
 
@@ -375,12 +392,12 @@ class Session:
         def apply(value: str) -> Callable[[], None]:
             def run() -> None:
                 self._tokens[index] = value
-                self._set_dirty(True)
+                self._update_dirty()
                 self.events.tokens.emit()
 
             return run
 
-        self._push(f"rename {old} to {new}", apply(old), apply(new))
+        self.history.push(f"rename {old} to {new}", apply(old), apply(new))
         return True
 
     def _unused_token_name(self, taken: Sequence[str] | None = None) -> str:
@@ -408,14 +425,7 @@ class Session:
         if problem:
             self.report(f"cannot resize to (B={b}, H={h}, T={t}, d={d}): {problem}")
             return False
-        arrays = self._fills((b, h, t, d))
-        kb, kh, kt, kd = min(b, b0), min(h, h0), min(t, t0), min(d, d0)
-        for grown, m in zip(arrays, (self._query, self._key, self._value), strict=True):
-            grown[:kb, :kh, :kt, :kd] = m[:kb, :kh, :kt, :kd]
-        names = self._tokens[:t]
-        for _ in range(t - t0):  # new rows get names no kept token uses
-            names.append(self._unused_token_name(names))
-        new = Snapshot(tuple(names), *arrays)
+        new = resized(self.snapshot(), self._fills((b, h, t, d)))
         parts = [
             f"{label}={v}"
             for label, v, v0 in (("B", b, b0), ("H", h, h0), ("T", t, t0), ("d", d, d0))
@@ -466,7 +476,7 @@ class Session:
         if name in ("strategy", "scale", "causal", "dtype", "block"):
             self.revision += 1
         if name not in ("step", "head", "batch_index", "granularity"):
-            self._set_dirty(True)
+            self._update_dirty()
         if name == "step":
             self.events.step.emit()
         else:

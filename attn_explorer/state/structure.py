@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attn_explorer.compute.validation import check_limits, check_score_elements
-from attn_explorer.state.types import MATRICES, Snapshot
+from attn_explorer.compute.validation import check_limits, check_score_elements, first_bad_value
+from attn_explorer.state.types import MATRICES, Snapshot, cell_label, out_of_range
 
 
 def size_problem(batch: int, heads: int, tokens: int, dim: int) -> str:
@@ -63,3 +63,40 @@ def as_float64(snapshot: Snapshot) -> Snapshot:
         np.array(snapshot.key, dtype=np.float64),
         np.array(snapshot.value, dtype=np.float64),
     )
+
+
+def snapshot_problem(new: Snapshot) -> str:
+    """Empty string if ``new`` may replace the session's numbers, else what is wrong.
+
+    Every tensor has the query's shape, the sizes are allowed, one name per token,
+    and every value is finite and within the limit.
+    """
+    b, h, t, d = new.shape
+    for name, array in (("query", new.query), ("key", new.key), ("value", new.value)):
+        if array.shape != (b, h, t, d):
+            return f"{name} has shape {array.shape}, expected {(b, h, t, d)}"
+    problem = size_problem(b, h, t, d)
+    if problem:
+        return f"{problem}; kept the current table"
+    if len(new.tokens) != t:
+        return f"{len(new.tokens)} token names for T = {t} rows"
+    for name, array in (("query", new.query), ("key", new.key), ("value", new.value)):
+        bad = first_bad_value(array)
+        if bad is not None:
+            where = cell_label(name, bad, new.tokens, b)
+            return f"{where}: {out_of_range(float(array[bad]))}; kept the current table"
+    return ""
+
+
+def resized(old: Snapshot, fills: Sequence[np.ndarray]) -> Snapshot:
+    """``old`` at the shape of ``fills`` (new query, key, value cells): kept cells keep
+    their values, new token rows get names no kept token uses."""
+    b, h, t, d = fills[0].shape
+    b0, h0, t0, d0 = old.shape
+    kb, kh, kt, kd = min(b, b0), min(h, h0), min(t, t0), min(d, d0)
+    for grown, m in zip(fills, (old.query, old.key, old.value), strict=True):
+        grown[:kb, :kh, :kt, :kd] = m[:kb, :kh, :kt, :kd]
+    names = list(old.tokens[:t])
+    for _ in range(t - t0):
+        names.append(unused_token_name(names))
+    return Snapshot(tuple(names), *fills)

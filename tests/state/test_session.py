@@ -8,6 +8,7 @@ message in the status bar, what undo offers, and which events views receive.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -616,11 +617,16 @@ def test_load_a_preset_and_undo(session, results, events):
     assert session.undo_text() == "load causal"
     assert {"shape", "tokens"} <= set(events.names())
     assert ("options", "all") in events.calls
-    session.undo()
-    assert session.options == before
+    assert before != p.options
+    session.set_option("stage", "masked")  # a view setting chosen after the load
+    session.undo()  # undo covers the numbers and the shape; options stay as they are
+    assert session.shape == (1, 1, 3, 2)
+    assert session.options == replace(p.options, stage="masked", head=0)
     assert results.compute_now().scores[0, 0].tolist() == WORKED_S
+    session.set_option("causal", False)
     session.redo()
-    assert session.options.causal
+    assert session.shape == (1, 2, 6, 4)
+    assert session.options == replace(p.options, stage="masked", causal=False, head=0)
 
 
 def test_load_copies_the_snapshot(session):

@@ -207,15 +207,32 @@ def test_editing_a_value_mid_run_ends_the_step_through_and_the_next_uses_it():
     assert stepper.frame().working == "0·1 + 1·3 = 3"
 
 
-def test_undo_ends_the_step_through_and_never_restores_a_position():
+def test_undo_and_redo_keep_the_step_through_at_its_place_on_the_restored_numbers():
     session, stepper = make()
     session.load(preset("identity").snapshot, preset("identity").options, "load identity")
     session.set_option("strategy", "loop")
-    steps(stepper, 5)
-    assert session.undo()
-    assert stepper.frame() is None and session.options.step == -1
+    steps(stepper, 5)  # identity 4×4: q1·k3, its first multiply-add done
+    assert session.undo()  # back to the worked example (T = 3, d = 2): the step is a view setting
+    frame = stepper.frame()
+    assert frame is not None and session.options.step == 4 and stepper.cursor == 4
+    assert frame.filled.shape == (1, 1, 3, 3)
+    assert frame.filled[0, 0].tolist() == [[True, True, False]] + [[False] * 3] * 2
+    assert frame.step.partial_sum == 1.0  # q1·k3 with the worked numbers: 1·1 + 0·1, d1 done
     assert session.redo()
+    frame = stepper.frame()
+    assert frame is not None and session.options.step == 4
+    assert frame.filled.shape == (1, 1, 4, 4)
+    session.set_cell("query", 0, 0, 2.0)  # an edit (not an undo) ends it
     assert stepper.frame() is None and session.options.step == -1
+
+
+def test_undo_clamps_a_step_beyond_the_restored_run():
+    session, stepper = make()
+    session.load(preset("identity").snapshot, preset("identity").options, "load identity")
+    session.set_option("strategy", "loop")
+    stepper.to_end()  # 4·4·4 = 64 multiply-adds: cursor 63
+    assert session.undo()  # 3·3·2 = 18 multiply-adds
+    assert session.options.step == 17 and stepper.at_end and stepper.frame() is not None
 
 
 def test_loading_a_session_saved_mid_step_reopens_at_its_step():

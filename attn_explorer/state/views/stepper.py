@@ -272,7 +272,7 @@ class Stepper:
     def _end(self) -> None:
         """End the step-through: the numbers being stepped through are no longer the session's.
 
-        Called on an edit, a shape change, an undo, a strategy or dtype switch, so the
+        Called on an edit, a shape change, a strategy or dtype switch, so the
         views always show the complete current result. The session has already put
         the step option back to -1 (it owns it); a load that set its own step (a
         session saved mid-step) is followed by an ``options("all")`` event that
@@ -285,11 +285,19 @@ class Stepper:
     def _on_values_changed(self, matrix: str) -> None:
         if matrix in ("query", "key"):
             self._trace = self._build_trace()
-        self._end()
+        self._end_or_follow()
 
     def _on_shape_changed(self) -> None:
         self._trace = self._build_trace()
-        self._end()
+        self._end_or_follow()
+
+    def _end_or_follow(self) -> None:
+        """An edit ends the step-through; an undo or redo keeps its place (a view setting)."""
+        if self.session.history.replaying:
+            self._prediction = None
+            self._changed()
+        else:
+            self._end()
 
     def _on_tokens_changed(self) -> None:
         if self._prediction is not None:

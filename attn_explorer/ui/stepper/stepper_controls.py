@@ -8,7 +8,7 @@ is one, and wires each control to the stepper model and shows the model's frames
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QAction, QFont, QFontDatabase, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QBoxLayout,
@@ -34,6 +34,13 @@ from attn_explorer.ui.stepper.stepper_widgets import (
     StrategySummary,
 )
 
+#: What one step covers when the strategy, not the Step by box, decides it.
+STEP_UNITS = {"matmul": "head", "batched": "whole run", "tiled": "whole run"}
+STEP_TIPS = {
+    "matmul": "matmul computes one head per call: one step is one head",
+    "batched": "batched computes every head in one call: one step is the whole run",
+    "tiled": "tiled's key blocks step in the read-out below; here one step is the whole run",
+}
 SIDE_BY_SIDE_WIDTH = 860  # narrower than this, the code column goes under the controls
 MAX_RATE = 60  # steps per second at the slider's right end
 DEFAULT_RATE = 4
@@ -169,6 +176,7 @@ class StepperControls(QWidget):
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
         self.granularity_combo.setMinimumContentsLength(9)
+        self.granularity_combo.setAccessibleName("Step by")
         choices.addWidget(self.granularity_combo)
         choices.addSpacing(12)
         self.predict_check = QCheckBox("Predict each cell")
@@ -178,6 +186,20 @@ class StepperControls(QWidget):
         choices.addWidget(self.predict_check)
         choices.addStretch(1)
         return choices
+
+    def show_step_unit(self, strategy: str, granularity: str) -> None:
+        """Show in the Step by box what one step covers: the loop's choice, or greyed, the
+        unit the strategy steps by (matmul one head per call, batched and tiled the whole
+        run), never a loop granularity that does not apply."""
+        combo = self.granularity_combo
+        with QSignalBlocker(combo):
+            if strategy in STEP_UNITS:
+                combo.setPlaceholderText(STEP_UNITS[strategy])
+                combo.setCurrentIndex(-1)
+            else:
+                combo.setCurrentIndex(combo.findData(granularity))
+        combo.setEnabled(strategy not in STEP_UNITS)
+        combo.setToolTip(STEP_TIPS.get(strategy, "How far one step of the loop goes"))
 
     def _build_readouts(self, mono: QFont) -> None:
         """The scrub slider, the counter and the partial sum written out."""

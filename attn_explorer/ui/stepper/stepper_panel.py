@@ -283,20 +283,11 @@ class StepperPanel(StepperControls):
 
     def set_choices(self, strategy: str, granularity: str, predict: bool) -> None:
         """Show the session's strategy, granularity and predict option."""
-        for combo, value in (
-            (self.strategy_combo, strategy),
-            (self.granularity_combo, granularity),
-        ):
-            row = combo.findData(value)
-            if row != combo.currentIndex():
-                with QSignalBlocker(combo):
-                    combo.setCurrentIndex(row)
-        self.granularity_combo.setEnabled(strategy == "loop")
-        self.granularity_combo.setToolTip(
-            "How far one step goes"
-            if strategy == "loop"
-            else f"{strategy} computes whole heads: one step is one call"
-        )
+        row = self.strategy_combo.findData(strategy)
+        if row != self.strategy_combo.currentIndex():
+            with QSignalBlocker(self.strategy_combo):
+                self.strategy_combo.setCurrentIndex(row)
+        self.show_step_unit(strategy, granularity)
         if self.predict_check.isChecked() != predict:
             with QSignalBlocker(self.predict_check):
                 self.predict_check.setChecked(predict)

@@ -17,6 +17,7 @@ import pyqtgraph as pg
 from attn_explorer.compute import STRATEGIES
 
 _UNITS = ((1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB"))
+MEMORY_TITLE = "peak memory vs tokens T (log–log): T² grid vs T·d tiles"
 
 
 def format_bytes(count: float) -> str:
@@ -71,13 +72,18 @@ class MemoryChart(pg.PlotWidget):
         self.setLogMode(x=True, y=True)
         self.setMenuEnabled(False)
         self.hideButtons()
-        self.setTitle("peak memory vs tokens T (log–log): T² grid vs T·d tiles", size="9pt")
+        self.setTitle(MEMORY_TITLE, size="9pt")
         self.setLabel("bottom", "tokens T")
         self.setLabel("left", "bytes held")
         self.setMinimumHeight(140)
         self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt")
         self.getPlotItem().layout.addItem(self.legend, 2, 3)
         self.getPlotItem().layout.setColumnMinimumWidth(3, 90)
+
+    def set_note(self, note: str) -> None:
+        """Title the chart ``note`` (lines), what no longer holds about the sweep shown;
+        "" for its usual title."""
+        self.setTitle(note.replace("\n", "<br>") if note else MEMORY_TITLE, size="9pt")
 
     def show_sweep(self, sweep: dict[str, Any]) -> None:
         """Draw the measured bytes of every strategy in ``sweep`` (see compute.timing)."""

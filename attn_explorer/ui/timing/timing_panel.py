@@ -4,6 +4,11 @@ All measurement runs in a worker (``LatestRunner``) with a progress bar and a
 Cancel button; the GUI thread only draws what comes back. Time axes are labelled at
 whole decades with their unit (``1 µs``, ``1 ms``), the tokens axis at ``10¹, 10², …``;
 an empty chart says which key fills it, and the sweep's legend sits beside its plot.
+
+A chart says what it was measured on. When the session's shape no longer matches
+(the sweep: H or d; the bars: the whole shape) its title says so ("out of date — run
+again") and its lines fade; while a sweep runs again the chart shown is marked as
+the previous run.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from attn_explorer.compute import (
     macs,
 )
 from attn_explorer.compute.background import in_process
-from attn_explorer.compute.timing import sweep_tokens, time_strategies
+from attn_explorer.compute.timing import SWEEP_TOKENS, sweep_tokens, time_strategies
 from attn_explorer.state import Session
 from attn_explorer.state.formatting import format_seconds
 from attn_explorer.ui.common.workers import LatestRunner
@@ -51,6 +56,11 @@ COLOURS = {
 #: Shown on a chart until its first measurement arrives.
 BARS_PLACEHOLDER = "Press Ctrl+T (Time strategies)\nto time the strategies on the current shape"
 SWEEP_PLACEHOLDER = "Press Ctrl+Shift+T (Scaling sweep)\nto time every strategy for T = 4 … 1024"
+BARS_TITLE = "median time per call (log scale)"
+SWEEP_TITLE = "time vs T (log–log)"
+OUT_OF_DATE = "out of date — run again"
+#: Opacity of the lines of a chart that no longer matches the session.
+FADED = 0.35
 #: log10 ranges an empty chart shows: 1 µs … 10 s, and T = 4 … 1024.
 EMPTY_SECONDS, EMPTY_TOKENS = (-6.0, 1.0), (math.log10(4) - 0.15, math.log10(1024) + 0.15)
 #: Room one decade label needs along its axis, in pixels: across for x, up for y.
@@ -131,15 +141,23 @@ class TimingPanel(QWidget):
         self.sweep: dict[str, Any] | None = None
         self.runner = LatestRunner(self)
         self.runner.finished.connect(self._on_finished)
-        self.runner.failed.connect(lambda msg: self._set_status(f"Timing failed: {msg}"))
-        self.runner.cancelled.connect(lambda: self._set_status("Timing cancelled."))
+        self.runner.failed.connect(lambda msg: self._on_stopped(f"Timing failed: {msg}"))
+        self.runner.cancelled.connect(lambda: self._on_stopped("Timing cancelled."))
         self.runner.progress.connect(self._on_progress)
         self.runner.busy.connect(self._on_busy)
         self._kind = ""
+        #: T values the sweep measures (a test may ask for fewer).
+        self.sweep_sizes: tuple[int, ...] = SWEEP_TOKENS
+        #: (H, d) the shown sweep was measured at; (H, d) of a sweep being measured.
+        self.sweep_at: tuple[int, int] | None = None
+        self._measuring: tuple[int, int] | None = None
+        #: (B, H, T, d) the shown bars were measured on.
+        self.timed_shape: tuple[int, int, int, int] | None = None
+        self._timing_shape: tuple[int, int, int, int] | None = None
 
         self.bars = pg.PlotWidget(axisItems={"left": DecadeAxis("left", seconds_text)})
         self.bars.setBackground("w")
-        self.bars.setTitle("median time per call, current shape (log scale)", size="9pt")
+        self.bars.setTitle(f"{BARS_TITLE}, current shape", size="9pt")
         self.bars.setMouseEnabled(False, False)
         self.bars.hideButtons()
         self.bars.setMenuEnabled(False)
@@ -152,7 +170,7 @@ class TimingPanel(QWidget):
         self.scaling.setLogMode(x=True, y=True)
         self.scaling.setMenuEnabled(False)
         self.scaling.hideButtons()
-        self.scaling.setTitle("time vs tokens T (log–log), current H and d", size="9pt")
+        self.scaling.setTitle(f"{SWEEP_TITLE}, current H and d", size="9pt")
         self.scaling.setLabel("bottom", "tokens T")
         self.scaling.setLabel("left", "time per call")
         # Right of the plot, in a column of its own: a legend inside the plot covers the
@@ -217,6 +235,7 @@ class TimingPanel(QWidget):
         layout.addLayout(buttons)
         layout.addLayout(charts, 1)
         layout.addWidget(self.summary)
+        session.events.shape.connect(self.update_titles)
 
     # -- actions -------------------------------------------------------------------------
     def run_timing(self, run_loop: bool = False) -> None:
@@ -227,6 +246,8 @@ class TimingPanel(QWidget):
         budget = float("inf") if run_loop else LOOP_BUDGET.timing
 
         self._kind = "timing"
+        self._measuring = None  # a sweep still running is dropped for this
+        self._timing_shape = self.session.shape
         # In a lower-priority process: the loop strategy is pure Python (see compute/background.py).
         self.runner.submit(
             in_process(
@@ -241,7 +262,87 @@ class TimingPanel(QWidget):
     def run_sweep(self) -> None:
         _, h, _, d = self.session.shape
         self._kind = "sweep"
-        self.runner.submit(in_process(sweep_tokens, heads=h, dim=d))
+        self.runner.submit(in_process(sweep_tokens, heads=h, dim=d, tokens=self.sweep_sizes))
+        self._measuring = (h, d)
+        self.update_titles()
+
+    def _on_stopped(self, text: str) -> None:
+        """Cancelled or failed: the chart shown is the latest again, not a previous run."""
+        self._measuring = None
+        self._set_status(text)
+        self.update_titles()
+
+    # -- what each chart was measured on --------------------------------------------------------
+    # Titles are short lines (a chart may be a third of a 1000-pixel window wide): what it
+    # was measured on, then what no longer holds; the tooltip says the whole of it.
+    def sweep_note(self) -> str:
+        """What no longer holds about the sweep shown ("" while it matches the session)."""
+        if self.sweep_at is None:
+            return ""
+        at = "H = {}, d = {}".format(*self.sweep_at)
+        if self._measuring is not None:
+            return f"previous run, at {at}\nmeasuring again …"
+        if self.sweep_stale():
+            return f"at {at}\n{OUT_OF_DATE}"
+        return ""
+
+    def sweep_title(self) -> str:
+        """The sweep chart's title: what it was measured at, and whether that still holds."""
+        if self.sweep_at is None:
+            return f"{SWEEP_TITLE}, current H and d"
+        fresh = "{}, H = {}, d = {}".format(SWEEP_TITLE, *self.sweep_at)
+        note = self.sweep_note()
+        return note if self._measuring is not None else f"time vs T, {note}" if note else fresh
+
+    def sweep_tip(self) -> str:
+        if self.sweep_at is None:
+            return "Time every strategy for T = 4 … 1024 at the current H and d (Ctrl+Shift+T)"
+        at = "H = {}, d = {}".format(*self.sweep_at)
+        if self._measuring is not None:
+            now = "H = {}, d = {}".format(*self._measuring)
+            return f"The previous sweep, at {at}, while {now} is measured."
+        _, h, _, d = self.session.shape
+        if self.sweep_stale():
+            return f"Measured at {at}; the session has H = {h}, d = {d} now. Ctrl+Shift+T again."
+        return f"Measured at {at}, the session's H and d."
+
+    def sweep_stale(self) -> bool:
+        """True while the sweep shown was measured at another H or d than the session's."""
+        _, h, _, d = self.session.shape
+        return self.sweep_at is not None and self.sweep_at != (h, d)
+
+    def bars_title(self) -> str:
+        if self.timed_shape is None:
+            return f"{BARS_TITLE}, current shape"
+        shape = "({},{},{},{})".format(*self.timed_shape)
+        if self.timed_shape != self.session.shape:
+            return f"time per call, at {shape}\n{OUT_OF_DATE}"
+        return f"time per call, (B,H,T,d) = {shape}"
+
+    def bars_tip(self) -> str:
+        if self.timed_shape is None:
+            return "Time the strategies on the current shape (Ctrl+T)"
+        at = "(B, H, T, d) = ({}, {}, {}, {})".format(*self.timed_shape)
+        if self.timed_shape != self.session.shape:
+            now = "({}, {}, {}, {})".format(*self.session.shape)
+            return f"Measured at {at}; the session is {now} now. Ctrl+T again."
+        return f"Median time per call, measured at {at}, the session's shape."
+
+    def update_titles(self) -> None:
+        """Say on each chart what it was measured on; fade the lines that no longer match."""
+        self.scaling.setTitle(self.sweep_title().replace("\n", "<br>"), size="9pt")
+        note = self.sweep_note()
+        self.memory.set_note(
+            note if self._measuring is not None or not note else f"peak memory vs T, {note}"
+        )
+        for item in (self.scaling.getPlotItem().vb, self.memory.getPlotItem().vb):
+            item.setOpacity(FADED if note else 1.0)
+        self.scaling.setToolTip(self.sweep_tip())
+        self.memory.setToolTip(self.sweep_tip())
+        self.bars.setTitle(self.bars_title().replace("\n", "<br>"), size="9pt")
+        self.bars.setToolTip(self.bars_tip())
+        stale_bars = self.timed_shape is not None and self.timed_shape != self.session.shape
+        self.bars.getPlotItem().vb.setOpacity(FADED if stale_bars else 1.0)
 
     # -- results ----------------------------------------------------------------------------
     def _on_progress(self, fraction: float, text: str) -> None:
@@ -271,13 +372,18 @@ class TimingPanel(QWidget):
     def _on_finished(self, result: object) -> None:
         if self._kind == "timing":
             assert isinstance(result, dict)
-            self.show_timing(result)
+            self.show_timing(result, self._timing_shape)
         else:
             assert isinstance(result, dict)
-            self.show_sweep(result)
+            at, self._measuring = self._measuring, None
+            self.show_sweep(result, at)
 
-    def show_timing(self, results: dict[str, TimingResult]) -> None:
+    def show_timing(
+        self, results: dict[str, TimingResult], shape: tuple[int, int, int, int] | None = None
+    ) -> None:
+        """Draw timings measured on ``shape`` (default: the session's)."""
         self.results = results
+        self.timed_shape = shape or self.session.shape
         self.bars.clear()
         names = [s for s in STRATEGIES if s in results]
         heights = [math.log10(max(results[s].median, 1e-9)) for s in names]
@@ -329,6 +435,7 @@ class TimingPanel(QWidget):
             self.loop_button.setToolTip(
                 f"The loop is predicted to take {format_seconds(loop.median)}; run it anyway"
             )
+        self.update_titles()
 
     def _curve(self, tokens: np.ndarray, times: np.ndarray, name: str, **style: Any) -> None:
         """One line of the sweep, named in the legend beside the chart."""
@@ -337,8 +444,11 @@ class TimingPanel(QWidget):
         text = max(label.item.boundingRect().width() for _, label in self.legend.items)
         self.scaling.getPlotItem().layout.setColumnMinimumWidth(3, text + 38)  # + line sample
 
-    def show_sweep(self, sweep: dict[str, Any]) -> None:
+    def show_sweep(self, sweep: dict[str, Any], at: tuple[int, int] | None = None) -> None:
+        """Draw a sweep measured at (H, d) = ``at`` (default: the session's)."""
         self.sweep = sweep
+        _, h, _, d = self.session.shape
+        self.sweep_at = at or (h, d)
         self.scaling.clear()
         self.legend.clear()
         tokens = np.array(sweep["tokens"], dtype=float)
@@ -384,3 +494,4 @@ class TimingPanel(QWidget):
             "whole attention, tile by tile, and holds no T×T grid. " + memory_summary(sweep)
         )
         self.memory.show_sweep(sweep)
+        self.update_titles()

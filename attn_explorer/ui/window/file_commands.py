@@ -10,6 +10,8 @@ rules users rely on:
 - The autosave is crash recovery only: it exists while there are unsaved changes.
   After Save or Discard at quit it is removed, and the next start opens the
   document from disk. An unreadable autosave is set aside, never fatal.
+- Recovered work is announced by a bar across the window (:class:`RecoveryNotice`):
+  what was recovered, from when, and a button that discards it.
 """
 
 from __future__ import annotations
@@ -23,8 +25,18 @@ from functools import partial
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer
-from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QSizePolicy,
+    QToolBar,
+    QWidget,
+)
 
 from attn_explorer.state.app_state import AppState
 from attn_explorer.state.presets import PRESETS
@@ -52,6 +64,39 @@ _autosave_lock = threading.Lock()
 
 def autosave_path() -> Path:
     return data_dir() / AUTOSAVE_NAME
+
+
+def when_text(stamp: float, now: float | None = None) -> str:
+    """When a file was written, as a user says it: ``today at 14:02``, else with its date
+    (``on 30 Nov 2026 at 09:15``)."""
+    then, today = time.localtime(stamp), time.localtime(now)
+    at = time.strftime("%H:%M", then)
+    if then[:3] == today[:3]:
+        return f"today at {at}"
+    return f"on {time.strftime('%d %b %Y', then).lstrip('0')} at {at}"
+
+
+class RecoveryNotice(QToolBar):
+    """A bar across the top of the window after a crash recovery: what was recovered, from
+    when, and Keep / Discard. It goes once the user answers, saves or opens something else."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Recovered changes", parent)
+        self.setObjectName("recovery_notice")
+        self.setMovable(False)
+        self.setFloatable(False)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.label.setAccessibleName("Recovered changes")
+        self.addWidget(self.label)
+        self.keep_button = QPushButton("&Keep them")
+        self.keep_button.setToolTip("Go on with the recovered changes (still unsaved: Ctrl+S)")
+        self.discard_button = QPushButton("&Discard recovered changes")
+        self.discard_button.setToolTip("Throw them away and open the file as it is on disk")
+        self.addWidget(self.keep_button)
+        self.addWidget(self.discard_button)
+        self.keep_button.clicked.connect(self.hide)
 
 
 def recent_files() -> list[str]:
@@ -86,6 +131,8 @@ class FileCommands(QObject):
         self._last_error = ""
         #: Bumped whenever the recovery copy is discarded; a pending autosave checks it.
         self._recovery_generation = 0
+        #: Shown after a crash recovery (created then, so a normal start builds nothing).
+        self.notice: RecoveryNotice | None = None
         self.session.events.message.connect(self._remember_error)
         self._autosave_timer = QTimer(self)
         self._autosave_timer.setSingleShot(True)
@@ -359,12 +406,62 @@ class FileCommands(QObject):
         except Exception as exc:  # anything at all: set it aside and start clean
             self._set_aside(path, str(exc) or type(exc).__name__)
             return "set aside"
+        try:
+            when = when_text(path.stat().st_mtime)
+        except OSError:
+            when = "the last session"
         self.session.report(
-            "Recovered unsaved changes from the last time the app did not close cleanly; "
-            "save them with Ctrl+S or discard them with File ▸ New session.",
+            f"Recovered unsaved changes from {when}; save them with Ctrl+S or discard them.",
             "info",
         )
+        self._show_notice(when)
         return "recovered"
+
+    def _show_notice(self, when: str) -> None:
+        """The bar that says what was recovered (the document, its shape) and from when."""
+        if not isinstance(self.window, QMainWindow):
+            return
+        if self.notice is None:
+            self.notice = RecoveryNotice(self.window)
+            top = Qt.ToolBarArea.TopToolBarArea
+            bars = [b for b in self.window.findChildren(QToolBar) if b is not self.notice]
+            first = next((b for b in bars if self.window.toolBarArea(b) == top), None)
+            if first is None:
+                self.window.addToolBar(top, self.notice)
+            else:  # a row of its own, above the window's toolbars
+                self.window.insertToolBar(first, self.notice)
+                self.window.insertToolBarBreak(first)
+            self.notice.discard_button.clicked.connect(self.discard_recovered)
+            gone = self.notice.hide
+            self.session.events.dirty.connect(lambda dirty: None if dirty else gone())
+        b, h, t, d = self.session.shape
+        path = self.document.path
+        kept = f"They are not in {path} yet." if path else "Save them (Ctrl+S) to keep them."
+        self.notice.label.setText(
+            f"Recovered unsaved changes to {self.document.name} (T = {t} tokens, H = {h}, "
+            f"d = {d}{f', B = {b}' if b > 1 else ''}), autosaved {when} when the app did not "
+            f"close cleanly. {kept}"
+        )
+        self.notice.show()
+
+    def discard_recovered(self) -> None:
+        """Throw the recovered changes away: the document's file as it is on disk, else
+        the worked example (undoable, so a mistaken click can be taken back)."""
+        if self.notice is not None:
+            self.notice.hide()
+        original = self.document.path
+        if original and Path(original).is_file() and self.open_path(original):
+            self.session.report(f"Discarded the recovered changes; reopened {original}.", "info")
+            return
+        preset = PRESETS["worked"]()
+        if self.document.replace(
+            preset.snapshot, preset.options, "discard recovered changes", UNTITLED
+        ):
+            self.session.report(
+                "Discarded the recovered changes (Ctrl+Z brings them back); started on the "
+                "worked example.",
+                "info",
+            )
 
     def _keep_recovery(self, path: Path) -> Path | None:
         """Move a crash's unsaved work to a file of its own (None if it cannot be moved)."""
