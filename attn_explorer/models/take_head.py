@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from attn_explorer.state import Options, Snapshot
+from attn_explorer.state.types import HeadSource
 
 if TYPE_CHECKING:
     from attn_explorer.models import ModelAttention
@@ -52,6 +53,27 @@ def explorer_options(current: Options, attention: ModelAttention) -> Options:
     )  # fmt: skip
 
 
+def head_source(attention: ModelAttention, layer: int, head: int) -> HeadSource:
+    """Where head ``head`` of layer ``layer`` (both from 0) came from: the model, and the
+    key/value head that gives it K and V with every query head that shares it."""
+    _check_index(attention, layer, head)
+    shared = attention.kv_head(head)
+    heads = attention.query.shape[1]
+    return HeadSource(
+        model=attention.model_name or "model",
+        layer=layer,
+        query_head=head,
+        kv_head=shared,
+        shared_by=tuple(h for h in range(heads) if attention.kv_head(h) == shared),
+        tokens=tuple(attention.tokens),
+        d_head=int(attention.query.shape[-1]),
+    )
+
+
 def head_title(attention: ModelAttention, layer: int, head: int) -> str:
-    """The taken head's name as the user reads it, counting from 1: ``tiny-bert layer 2 head 1``."""
-    return f"{attention.model_name or 'model'} layer {layer + 1} head {head + 1}"
+    """The taken head's name as the user reads it, counting from 1: ``tiny-bert layer 2 head 1``,
+    ``SmolLM2 layer 5 query head 6 (KV head 2)`` for a head that shares its keys."""
+    source = head_source(attention, layer, head)
+    if not source.grouped:
+        return f"{source.model} layer {layer + 1} head {head + 1}"
+    return f"{source.model} layer {layer + 1} query head {head + 1} (KV head {source.kv_head + 1})"

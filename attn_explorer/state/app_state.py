@@ -38,4 +38,4 @@ class AppState:
         self.stepper = Stepper(self.session)
         self.document = Document(self.session, name=name, path=path)
         #: The vectors view's selection, projection and drags.
-        self.vectors = VectorsState(self.session, self.stepper)
+        self.vectors = VectorsState(self.session, self.stepper, self.document)

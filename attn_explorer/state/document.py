@@ -24,7 +24,7 @@ from attn_explorer.state.storage.session_file import (
     load_session,
     save_session,
 )
-from attn_explorer.state.types import UNTITLED, Options, Snapshot
+from attn_explorer.state.types import UNTITLED, HeadSource, Options, Snapshot
 
 
 class Document:
@@ -34,6 +34,7 @@ class Document:
         self.session = session
         self._name = name
         self._path = os.path.abspath(path) if path is not None else None
+        self._source: HeadSource | None = None
 
     @property
     def path(self) -> str | None:
@@ -44,6 +45,17 @@ class Document:
     def name(self) -> str:
         """What the title bar, the Save dialog, session files and exports call the document."""
         return self._name or UNTITLED
+
+    @property
+    def source(self) -> HeadSource | None:
+        """The real model head the numbers were taken from, while they still are its
+        (same tokens and shape: an undo past the take hides it, a redo brings it back)."""
+        source, session = self._source, self.session
+        return (
+            source
+            if source is not None and source.describes(session.tokens, session.shape)
+            else None
+        )
 
     @property
     def has_unsaved_work(self) -> bool:
@@ -60,6 +72,7 @@ class Document:
         if not self.session.load(loaded.snapshot, loaded.options, f"open {Path(path).name}"):
             return False
         self._name = loaded.name or Path(path).stem
+        self._source = None
         # Absolute: recent files and the next start must find it from any folder.
         self._path = os.path.abspath(path)
         self.session.mark_saved()
@@ -91,7 +104,12 @@ class Document:
         return self.save_to(self._path)
 
     def replace(
-        self, snapshot: Snapshot, options: Options | None, text: str, name: str = UNTITLED
+        self,
+        snapshot: Snapshot,
+        options: Options | None,
+        text: str,
+        name: str = UNTITLED,
+        source: HeadSource | None = None,
     ) -> bool:
         """Load numbers that come from no file (a preset, an example, a lesson, a model head).
 
@@ -101,6 +119,7 @@ class Document:
         if not self.session.load(snapshot, options, text):
             return False
         self._name = name
+        self._source = source  # a model head's provenance; None for anything else
         self._path = None
         self.session.mark_saved()
         self.session.events.document.emit()
@@ -116,6 +135,7 @@ class Document:
         if not self.session.load(loaded.snapshot, loaded.options, "recover unsaved changes"):
             return False
         self._name = loaded.name
+        self._source = None
         self._path = original if original and Path(original).is_file() else None
         self.session.clear_history()
         self.session.events.document.emit()

@@ -172,3 +172,82 @@ class Preset:
     options: Options = field(default_factory=Options)
     #: A query (0-based) the preset is about: the window opens the vectors view on it.
     vectors_query: int | None = None
+
+
+def number_list(numbers: Sequence[int]) -> str:
+    """1-based head numbers as a reader writes them: ``4–6`` for a run, else ``1, 4, 7``."""
+    values = sorted(numbers)
+    if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}–{values[-1]}"
+    return ", ".join(str(n) for n in values)
+
+
+@dataclass(frozen=True)
+class HeadSource:
+    """Where a taken head's Q, K and V came from: a real model's layer and query head, and
+    the key/value head its K and V are (grouped-query attention shares one among several
+    query heads). Indices count from 0; the text counts from 1, as the Model dock does.
+
+    The document keeps it beside its name (:attr:`Document.source`); it describes the
+    explorer's inputs only while they still have the taken head's shape and tokens.
+    """
+
+    model: str
+    layer: int
+    query_head: int
+    kv_head: int
+    #: Every query head that reads ``kv_head`` (just ``query_head`` without sharing).
+    shared_by: tuple[int, ...]
+    tokens: tuple[str, ...]
+    d_head: int
+
+    @property
+    def grouped(self) -> bool:
+        """True when K and V are a key/value head other query heads read too."""
+        return self.shared_by != (self.query_head,) or self.kv_head != self.query_head
+
+    def describes(self, tokens: Sequence[str], shape: tuple[int, int, int, int]) -> bool:
+        """The inputs are still this head's: one head, d_head columns, the same tokens."""
+        return shape[1] == 1 and shape[3] == self.d_head and tuple(tokens) == self.tokens
+
+    def head_name(self) -> str:
+        """``layer 5 query head 6`` (``layer 1 head 1`` when no head shares its keys)."""
+        what = "query head" if self.grouped else "head"
+        return f"layer {self.layer + 1} {what} {self.query_head + 1}"
+
+    def kv_text(self) -> str:
+        """``K, V: key/value head 2, shared by query heads 4–6``; empty without sharing."""
+        if not self.grouped:
+            return ""
+        others = [h + 1 for h in self.shared_by]
+        shared = f", shared by query heads {number_list(others)}" if len(others) > 1 else ""
+        return f"K, V: key/value head {self.kv_head + 1}{shared}"
+
+    def short_title(self) -> str:
+        """A heatmap's title: ``layer 5 query head 6 · K, V: head 2``."""
+        kv = f" · K, V: head {self.kv_head + 1}" if self.grouped else ""
+        return self.head_name() + kv
+
+    def describe(self) -> str:
+        """The whole provenance in one line: model, layer, query head and KV head."""
+        kv = self.kv_text()
+        return f"{self.model} {self.head_name()}" + (f" ({kv})" if kv else "")
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready metadata for exports, numbered from 1 like the text."""
+        return {
+            "model": self.model,
+            "layer": self.layer + 1,
+            "query_head": self.query_head + 1,
+            "kv_head": self.kv_head + 1,
+            "kv_shared_by_query_heads": [h + 1 for h in self.shared_by],
+            "tokens": len(self.tokens),
+            "d_head": self.d_head,
+            "text": self.describe(),
+        }
+
+
+def head_label(head: int, source: HeadSource | None) -> str:
+    """What views call explorer head ``head`` (from 0): ``head 2``, or for a taken model
+    head (the only head) where it came from (:meth:`HeadSource.short_title`)."""
+    return source.short_title() if source is not None and head == 0 else f"head {head + 1}"

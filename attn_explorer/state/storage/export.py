@@ -20,6 +20,8 @@ import json
 import math
 import os
 import re
+import struct
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +37,7 @@ from attn_explorer.state.storage.safe_files import (
     write_atomic,
     write_atomic_with,
 )
-from attn_explorer.state.types import MATRICES
+from attn_explorer.state.types import MATRICES, HeadSource
 
 if TYPE_CHECKING:
     from attn_explorer.state.results.results import Results
@@ -46,6 +48,11 @@ class Named(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def source(self) -> HeadSource | None:
+        """The real model head the numbers were taken from, if they were."""
+        ...
 
 
 class Exported(Protocol):
@@ -114,10 +121,18 @@ def label_from_csv(cell: str) -> str:
 
 
 def csv_rows(
-    row_labels: Sequence[str], col_labels: Sequence[str], matrix: np.ndarray
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    matrix: np.ndarray,
+    source: HeadSource | None = None,
 ) -> Iterator[list[str]]:
-    """The CSV table row by row: token labels as header row and first column, exact floats."""
-    yield ["query \\ key", *(csv_label(label) for label in col_labels)]
+    """The CSV table row by row: token labels as header row and first column, exact floats.
+
+    A taken model head names itself in the corner cell (``query \\ key · SmolLM2 layer 5
+    query head 6 (K, V: key/value head 2, …)``), which :func:`read_csv` skips.
+    """
+    corner = "query \\ key" + (f" · {source.describe()}" if source is not None else "")
+    yield [csv_label(corner), *(csv_label(label) for label in col_labels)]
     for label, row in zip(row_labels, matrix, strict=True):
         yield [csv_label(label), *(repr(v) for v in row.tolist())]  # −inf kept as -inf
 
@@ -160,7 +175,8 @@ def write_csv(path: Path, exported: Exported, stage: str, head: int) -> Path:
     """One head's ``stage`` matrix (of the selected batch) as CSV at ``path``, row by row."""
     session = exported.session
     matrix = stage_array(exported, stage)[session.options.batch_index, head]
-    rows = csv_rows(session.tokens, column_labels(session, stage), matrix)
+    source = exported.document.source
+    rows = csv_rows(session.tokens, column_labels(session, stage), matrix, source)
     return write_atomic_with(path, _write_text(rows))
 
 
@@ -180,6 +196,9 @@ def npz_arrays(exported: Exported) -> dict[str, np.ndarray]:
     arrays["tokens"] = np.array([clean_text(t) for t in session.tokens], dtype=str)
     arrays["options"] = np.array(json.dumps(asdict(session.options)))
     arrays["name"] = np.array(clean_text(exported.document.name))
+    source = exported.document.source
+    if source is not None:  # a taken model head: model, layer, query head, KV head (JSON)
+        arrays["source"] = np.array(json.dumps(source.as_dict()))
     return arrays
 
 
@@ -191,6 +210,33 @@ def write_npz(path: Path, exported: Exported) -> Path:
     arrays = npz_arrays(exported)
     # numpy's stubs type **arrays as the allow_pickle keyword; these are all arrays.
     return write_atomic_with(path, lambda stream: np.savez_compressed(stream, **arrays))  # type: ignore[arg-type]
+
+
+#: The PNG text chunk that holds a taken head's provenance (JSON of HeadSource.as_dict).
+PNG_SOURCE_KEY = "attn-explorer:source"
+
+
+def png_with_text(data: bytes, key: str, text: str) -> bytes:
+    """``data`` (a PNG) with an iTXt chunk ``key`` = ``text`` (UTF-8) after its header chunk."""
+    body = key.encode("latin-1") + b"\0\0\0\0\0" + text.encode("utf-8")
+    chunk = struct.pack(">I", len(body)) + b"iTXt" + body
+    chunk += struct.pack(">I", zlib.crc32(b"iTXt" + body) & 0xFFFFFFFF)
+    end_of_header = 8 + 4 + 4 + 13 + 4  # signature, IHDR's length, type, data and CRC
+    return data[:end_of_header] + chunk + data[end_of_header:]
+
+
+def png_text(data: bytes) -> dict[str, str]:
+    """The iTXt chunks of a PNG (uncompressed ones), key to text."""
+    found, at = {}, 8
+    while at + 8 <= len(data):
+        (length,), kind = struct.unpack(">I", data[at : at + 4]), data[at + 4 : at + 8]
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"iTXt":
+            key, _, rest = body.partition(b"\0")
+            _, _, text = rest[2:].split(b"\0", 2)  # after the flags: language, keyword, text
+            found[key.decode("latin-1")] = text.decode("utf-8")
+        at += 12 + length
+    return found
 
 
 def guarded_write(path: Path, write: Callable[[], Path]) -> Path:
@@ -420,4 +466,7 @@ def write_export(exported: Exported, job: ExportJob, draw: Callable[[ExportJob],
         raise ExportError(
             f"{job.path.name}: the image would be too large; choose a smaller width or fewer heads"
         ) from None
+    source = exported.document.source
+    if job.fmt == "png" and source is not None:
+        data = png_with_text(data, PNG_SOURCE_KEY, json.dumps(source.as_dict()))
     return write_atomic(job.path, data)

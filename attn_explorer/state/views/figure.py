@@ -16,6 +16,7 @@ import numpy as np
 from attn_explorer.state.colormaps import head_ranges, heads_extremes
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.storage.export import Exported, column_labels, stage_array
+from attn_explorer.state.types import head_label
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,10 @@ def build_figure(exported: Exported, stage: str, heads: Sequence[int]) -> Figure
     # Over every head, not just those exported: the window's ranges.
     ranges = head_ranges(heads_extremes(data), stage, cmap, options.shared_scale)
     panels = []
+    source = exported.document.source  # a taken model head names its layer and KV head
     for head in heads:
         values = np.asarray(data[head], dtype=np.float64)
-        panels.append(Panel(f"head {head + 1}", values, *ranges[head]))
+        panels.append(Panel(head_label(head, source), values, *ranges[head]))
     b = session.shape[0]
     name = exported.document.name
     title = f"{name} · {STAGE_NAMES[stage]}" + (f" · batch {batch + 1}" if b > 1 else "")
@@ -82,6 +84,7 @@ def build_figure(exported: Exported, stage: str, heads: Sequence[int]) -> Figure
         panels=panels,
         shared_scale=options.shared_scale or len(panels) == 1,
         columns=max(1, math.ceil(math.sqrt(len(panels)))),
+        subtitle=source.describe() if source is not None else "",
     )
 
 

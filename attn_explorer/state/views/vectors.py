@@ -28,6 +28,8 @@ from attn_explorer.compute.geometry import (
 from attn_explorer.state.events import Event
 from attn_explorer.state.formatting import display_number
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage.export import Named
+from attn_explorer.state.types import head_label
 from attn_explorer.state.views.frame import Frame
 from attn_explorer.state.views.stepper import Stepper
 
@@ -98,8 +100,11 @@ class VectorsState:
     step changes; the numbers themselves come from the session's events.
     """
 
-    def __init__(self, session: Session, stepper: Stepper | None = None) -> None:
+    def __init__(
+        self, session: Session, stepper: Stepper | None = None, document: Named | None = None
+    ) -> None:
         self.session = session
+        self.document = document  # its source names a taken model head
         self.changed = Event()
         self._selection = Selection()
         self.projection = "pca"
@@ -146,7 +151,8 @@ class VectorsState:
         """What the plot is: exact, or which projection and how much it explains."""
         plane = plane or self.plane()
         b, _, _, d = self.session.shape
-        where = f"head {self.session.options.head + 1}" + (
+        source = self.document.source if self.document is not None else None
+        where = head_label(self.session.options.head, source) + (
             f", batch {self.session.options.batch_index + 1}" if b > 1 else ""
         )
         if plane.exact:

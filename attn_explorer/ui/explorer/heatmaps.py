@@ -15,8 +15,8 @@ themselves (a head's plot, its token axes, the colour bar) are in :mod:`.heatmap
 
 from __future__ import annotations
 
+import html
 import math
-from functools import cache
 
 import numpy as np
 import pyqtgraph as pg
@@ -26,48 +26,37 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QMenu, QToolTip, QVBoxLayout, QWidget
 
 from attn_explorer.state import Session
-from attn_explorer.state.colormaps import colour_index, colour_table, head_ranges
+from attn_explorer.state.colormaps import colour_index, head_ranges
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.results.preview import Preview, block_all, make_preview
 from attn_explorer.state.results.results import Results
+from attn_explorer.state.storage.export import Named
+from attn_explorer.state.types import head_label
 from attn_explorer.state.views.figure import best_columns
 from attn_explorer.state.views.frame import Frame
 from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.ui.common.text import plain_tooltip
-from attn_explorer.ui.explorer.heatmap_items import BAR_PX, ColourBar, HeadPlot
+from attn_explorer.ui.explorer.heatmap_items import (
+    BAR_PX,
+    EMPTY_INDEX,
+    ColourBar,
+    HeadPlot,
+    cell_number,
+    hover_hint,
+    rgba_table,
+)
 
 # Dark text on the white plot background: titles and axes must read well.
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False, foreground=(40, 40, 40))
 
 #: More heads than this are drawn as thumbnails without axes.
 COMPACT_HEADS = 4
-EMPTY_RGB = (250, 250, 250)
-#: The row of :func:`_rgba_table` for cells the stepper has not reached yet.
-EMPTY_INDEX = 258
-
-
-@cache
-def _rgba_table(name: str) -> np.ndarray:
-    """(259,) uint32: colour map ``name``'s colour_table rows and EMPTY_RGB, as RGBA bytes.
-
-    One 4-byte lookup per pixel (np.take) instead of three 1-byte ones.
-    """
-    rgba = np.full((EMPTY_INDEX + 1, 4), 255, dtype=np.uint8)
-    rgba[:EMPTY_INDEX, :3] = colour_table(name)
-    rgba[EMPTY_INDEX, :3] = EMPTY_RGB
-    table = rgba.view(np.uint32).ravel()  # the bytes R, G, B, A of each row, in order
-    table.flags.writeable = False
-    return table
 
 
 RELAYOUT_MS = 120  # after a resize settles, choose the number of columns again
 MIN_HEAD_PX = 48  # one head's column: its title ("head 16", 8 pt) over a few cells
 TITLE_PX = 18  # a thumbnail's title row
 SHARED_BAR_PX = 85  # the shared bar, with its caption
-
-
-def _number(value: float) -> str:
-    return "−∞ (hidden by the mask)" if value == -np.inf else f"{value:.6g}"
 
 
 class HeatmapGrid(QWidget):
@@ -77,12 +66,19 @@ class HeatmapGrid(QWidget):
     exportRequested = Signal(str)  # "current" or "montage"
 
     def __init__(
-        self, session: Session, results: Results, stepper: Stepper, parent: QWidget | None = None
+        self,
+        session: Session,
+        results: Results,
+        stepper: Stepper,
+        parent: QWidget | None = None,
+        *,
+        document: Named | None = None,
     ) -> None:
         super().__init__(parent)
         self.session = session
         self.results = results
         self.stepper = stepper
+        self.document = document  # its source names a taken model head
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
         self.hover = QLabel("Hover a heatmap for (head, query i, key j, value).")
@@ -126,6 +122,7 @@ class HeatmapGrid(QWidget):
         session.events.tokens.connect(self._on_tokens_changed)
         session.events.shape.connect(lambda: self.set_enlarged(None, redraw=False))
         stepper.changed.connect(self.set_frame)
+        session.events.document.connect(self._retitle)
         self._frame = stepper.frame()
         self.refresh()
 
@@ -171,7 +168,7 @@ class HeatmapGrid(QWidget):
         self.hover.setText(self._hover_hint())
         for n, h in enumerate(heads):
             row, col = divmod(n, columns)
-            plot = HeadPlot(f"head {h + 1}", compact, self._stage)
+            plot = HeadPlot(self.head_title(h), compact, self._stage)
             if plot.left is not None and len(tokens) == t_q:
                 plot.left.set_tokens(tokens)
             if plot.bottom is not None and self._stage == "output":
@@ -248,19 +245,8 @@ class HeatmapGrid(QWidget):
 
     def _hover_hint(self) -> str:
         rows, cols = self._blocks()
-        blocks = (
-            f"each pixel is a block of {rows} × {cols} cells (its "
-            + ("value farthest from 0" if self.colormap() == "diverging" else "largest value")
-            + "); "
-            if rows * cols > 1
-            else ""
-        )
-        if len(self._heads_shown()) > COMPACT_HEADS or blocks:
-            return (
-                f"rows = query i, columns = key j — {blocks}hover a cell for its value; "
-                "double-click a head to enlarge it"
-            )
-        return "Hover a heatmap for (head, query i, key j, value)."
+        many = len(self._heads_shown()) > COMPACT_HEADS
+        return hover_hint(rows, cols, self.colormap() == "diverging", many)
 
     def _resize_plots(self, t_q: int, t_k: int) -> None:
         """New T or token names for the same heads: update ranges and ticks in place.
@@ -278,6 +264,16 @@ class HeatmapGrid(QWidget):
                 plot.bottom.set_dimensions(t_k)
             elif plot.bottom is not None:
                 plot.bottom.set_tokens(tokens if len(tokens) == t_k else [])
+        self._retitle()  # an undo past a taken head keeps the plots, not its name
+
+    def head_title(self, head: int) -> str:
+        """A head's title: ``head 2``, or where a taken model head came from."""
+        source = self.document.source if self.document is not None else None
+        return html.escape(head_label(head, source))  # LabelItem reads HTML
+
+    def _retitle(self) -> None:
+        for plot, h in zip(self.plots, self._heads_shown(), strict=False):
+            plot.titleLabel.setText(self.head_title(h))
 
     # -- updates ---------------------------------------------------------------------
     def _on_option_changed(self, name: str) -> None:
@@ -396,7 +392,7 @@ class HeatmapGrid(QWidget):
             self._hinted_blocks = blocks
             self._hover_cell = None
             self.hover.setText(self._hover_hint())
-        table = _rgba_table(name)
+        table = rgba_table(name)
         for n, (image, h) in enumerate(zip(self.images, heads, strict=True)):
             pixels = self._values[h] if self.enlarged is not None else shown[h]
             drawn = (pixels, self.ranges[h], name)
@@ -445,15 +441,15 @@ class HeatmapGrid(QWidget):
         tokens = self.session.tokens
         value = float(self._values[head, i, j])
         q = tokens[i] if i < len(tokens) else str(i)
+        source = self.document.source if self.document is not None else None
+        name = source.describe() if source is not None and head == 0 else f"head {head + 1}"
         if self._stage == "output":
-            text = (
-                f"head {head + 1} · query {q} (i={i + 1}) · dimension {j + 1} · value {value:.6g}"
-            )
+            text = f"{name} · query {q} (i={i + 1}) · dimension {j + 1} · value {value:.6g}"
         else:
             k = tokens[j] if j < len(tokens) else str(j)
             text = (
-                f"head {head + 1} · query {q} (i={i + 1}) · key {k} (j={j + 1}) · "
-                f"{STAGE_NAMES[self._stage]} {_number(value)}"
+                f"{name} · query {q} (i={i + 1}) · key {k} (j={j + 1}) · "
+                f"{STAGE_NAMES[self._stage]} {cell_number(value)}"
             )
         return text + self._describe_block(head, i, j)
 
@@ -472,7 +468,7 @@ class HeatmapGrid(QWidget):
         second = "dimensions" if self._stage == "output" else "keys"
         return (
             f" — this pixel is a block of {i1 - i0} × {j1 - j0} cells (queries i={i0 + 1}–{i1}, "
-            f"{second} j={j0 + 1}–{j1}) coloured by its {which}, {_number(shown)}; "
+            f"{second} j={j0 + 1}–{j1}) coloured by its {which}, {cell_number(shown)}; "
             "double-click to see every cell"
         )
 

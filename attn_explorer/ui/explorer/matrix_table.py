@@ -16,9 +16,10 @@ from PySide6.QtCore import (
     QModelIndex,
     QPersistentModelIndex,
     QPoint,
+    QRect,
     Qt,
 )
-from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QKeyEvent, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -26,7 +27,9 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLineEdit,
     QMenu,
+    QStyle,
     QStyledItemDelegate,
+    QStyleOptionHeader,
     QStyleOptionViewItem,
     QTableView,
     QWidget,
@@ -162,7 +165,107 @@ class MatrixModel(QAbstractTableModel):
         return None
 
 
-class NumberDelegate(QStyledItemDelegate):
+#: Pixels a cell keeps free around its text (the style's margins, both sides).
+CELL_PADDING_PX = 8
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def fit_number(text: str, width: int, metrics: QFontMetrics) -> str:
+    """``text`` (a number) with as many significant digits as fit ``width`` pixels.
+
+    6 digits when they fit, fewer as the column narrows (``-0.1308`` → ``-0.131`` →
+    ``-0.13``), scientific notation for a large or tiny number, never an elided "0.41…":
+    the tooltip has the full value. Text that is not a number comes back unchanged.
+    """
+    if not _NUMBER.match(text) or metrics.horizontalAdvance(text) <= width:
+        return text
+    value = float(text)
+    candidates = [f"{value:.{digits}g}" for digits in range(5, 0, -1)]
+    candidates += [f"{value:.0e}"]
+    for candidate in candidates:
+        candidate = "0" if candidate in ("-0", "-0e+00") else candidate
+        if metrics.horizontalAdvance(candidate) <= width:
+            return candidate
+    return candidates[-1]
+
+
+def fitted_cell_text(option: QStyleOptionViewItem) -> str:
+    """What a cell shows in ``option``'s rectangle: its number at a precision that fits."""
+    return fit_number(option.text, option.rect.width() - CELL_PADDING_PX, option.fontMetrics)
+
+
+def elide_label(prefix: str, token: str, width: int, metrics: QFontMetrics) -> str:
+    """``prefix`` + ``token`` in ``width`` pixels: the prefix (``q3: ``, or ``k3\n`` on a
+    line of its own) kept whole, the token elided in its middle (``ca…al``), so both ends
+    of the name stay readable."""
+    room = width - (0 if prefix.endswith("\n") else metrics.horizontalAdvance(prefix))
+    return prefix + metrics.elidedText(token, Qt.TextElideMode.ElideMiddle, max(room, 0))
+
+
+class TokenHeader(QHeaderView):
+    """A header whose labels are ``prefix: token`` or ``prefix\ntoken`` (the model's own
+    prefix, up to the first separator): the token is elided in the middle.
+
+    Qt's header elides the whole label at one end, so narrow score-grid columns read
+    ``: capita``; here the index prefix stays and the token keeps its first and last
+    letters. The model's ``ToolTipRole`` has the full name.
+    """
+
+    def section_text(self, logical: int) -> str:
+        """The label as painted in the section's current size."""
+        model = self.model()
+        text = model.headerData(logical, self.orientation(), Qt.ItemDataRole.DisplayRole)
+        if text is None:
+            return ""
+        text = str(text)
+        # "k3\ncapital": the index on a line of its own; "q3: capital": one line
+        sep = "\n" if "\n" in text else ": "
+        prefix, found, token = text.partition(sep)
+        if not found:
+            prefix, token = "", text
+        else:
+            prefix += found
+        width = self.sectionSize(logical) - CELL_PADDING_PX
+        if self.orientation() == Qt.Orientation.Vertical:
+            width = self.width() - CELL_PADDING_PX
+        return elide_label(prefix, token, width, self.fontMetrics())
+
+    def paintSection(self, painter: QPainter, rect: QRect, logical: int) -> None:
+        if not rect.isValid():
+            return
+        option = QStyleOptionHeader()
+        self.initStyleOption(option)
+        self.initStyleOptionForIndex(option, logical)
+        option.rect = rect
+        option.text = self.section_text(logical)
+        option.textAlignment = Qt.AlignmentFlag.AlignCenter
+        painter.save()
+        self.style().drawControl(QStyle.ControlElement.CE_Header, option, painter, self)
+        painter.restore()
+
+
+class FittingDelegate(QStyledItemDelegate):
+    """Cells whose number is shown at the precision their column fits (full in the tooltip)."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: _Index) -> None:
+        super().initStyleOption(option, index)
+        if option.text:
+            option.text = fitted_cell_text(option)
+
+
+def shown_cell_text(view: QTableView, row: int, column: int) -> str:
+    """The text the user reads in a cell of ``view`` as it is painted now (tests, tools)."""
+    index = view.model().index(row, column)
+    option = QStyleOptionViewItem()
+    view.initViewItemOption(option)
+    option.rect = view.visualRect(index)
+    delegate = view.itemDelegateForIndex(index)
+    assert isinstance(delegate, QStyledItemDelegate)
+    delegate.initStyleOption(option, index)
+    return option.text
+
+
+class NumberDelegate(FittingDelegate):
     """A plain line editor: any float in C locale, full precision (no 2-decimal spin box).
 
     Validation happens in the session, so a rejected value gets a status-bar

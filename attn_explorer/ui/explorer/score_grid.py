@@ -13,7 +13,6 @@ from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
-    QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
     QVBoxLayout,
@@ -25,9 +24,12 @@ from attn_explorer.state.colormaps import stage_range, to_rgb
 from attn_explorer.state.formatting import display_number, format_number
 from attn_explorer.state.labels import STAGE_NAMES, STAGE_NOTES
 from attn_explorer.state.results.results import Results
+from attn_explorer.state.storage.export import Named
+from attn_explorer.state.types import HeadSource
 from attn_explorer.state.views.frame import Frame
 from attn_explorer.state.views.stepper import Stepper
 from attn_explorer.ui.common.text import plain_tooltip
+from attn_explorer.ui.explorer.matrix_table import FittingDelegate, TokenHeader, shown_cell_text
 
 MAX_GRID_TOKENS = 16
 #: Options that change what the grid shows (without a recompute).
@@ -48,6 +50,7 @@ class ScoreGridModel(QAbstractTableModel):
         self.filled: np.ndarray | None = None  # bool (T_q, T_k) while stepping
         self.current: tuple[int, int] | None = None
         self.stage = "scores"
+        self.source: HeadSource | None = None  # the model head the numbers came from
 
     def set_values(self, values: np.ndarray, stage: str) -> None:
         """Show a 2-D array of one head (rows = queries)."""
@@ -120,7 +123,8 @@ class ScoreGridModel(QAbstractTableModel):
         return None
 
     def short_text(self, value: float) -> str:
-        """Few enough digits to fit a cell of a 16×16 grid (the tooltip has them all)."""
+        """At most this many digits (the delegate drops more as the column narrows; the
+        tooltip has them all)."""
         if self.stage == "weights":
             return f"{value:.2f}"
         text = f"{value:.4g}" if self.values.shape[0] <= 4 else f"{value:.3g}"
@@ -134,7 +138,8 @@ class ScoreGridModel(QAbstractTableModel):
         q = self.session.head_matrix("query")[r]
         k = self.session.head_matrix("key")[c]
         products = q * k
-        lines = [
+        lines = [f"{self.source.describe()}"] if self.source is not None else []
+        lines += [
             f"query {tokens[r]} (row i={r + 1}) · key {tokens[c]} (column j={c + 1})",
             "q = (" + ", ".join(display_number(x) for x in q) + ")",
             "k = (" + ", ".join(display_number(x) for x in k) + ")",
@@ -143,24 +148,32 @@ class ScoreGridModel(QAbstractTableModel):
             )
             + f" = {display_number(float(products.sum()))}",
         ]
-        if self.stage != "scores":
-            lines.append(f"{STAGE_NAMES[self.stage]}: {format_number(float(self.values[r, c]))}")
+        lines.append(f"{STAGE_NAMES[self.stage]}: {format_number(float(self.values[r, c]))}")
         return "\n".join(lines)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
     ) -> object:
+        tokens = self.session.tokens
+        if role == Qt.ItemDataRole.ToolTipRole and section < len(tokens):
+            if orientation == Qt.Orientation.Vertical:
+                return plain_tooltip(f"query i={section + 1}: {tokens[section]}")
+            if self.stage != "output":
+                return plain_tooltip(f"key j={section + 1}: {tokens[section]}")
         if role != Qt.ItemDataRole.DisplayRole:
             return None
-        tokens = self.session.tokens
         if orientation == Qt.Orientation.Vertical:
-            return f"q: {tokens[section]}" if section < len(tokens) else None
+            return f"q{section + 1}: {tokens[section]}" if section < len(tokens) else None
         if self.stage == "output":
             return f"d{section + 1}"
-        return f"k: {tokens[section]}" if section < len(tokens) else None
+        return f"k{section + 1}\n{tokens[section]}" if section < len(tokens) else None
 
 
-class _OutlineDelegate(QStyledItemDelegate):
+#: Widest the query labels grow before their tokens are elided (in the middle).
+MAX_ROW_LABEL_PX = 120
+
+
+class _OutlineDelegate(FittingDelegate):
     """Draws a frame around the cell the stepper is filling."""
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
@@ -184,20 +197,35 @@ class ScoreGrid(QWidget):
     cellClicked = Signal(int, int)
 
     def __init__(
-        self, session: Session, results: Results, stepper: Stepper, parent: QWidget | None = None
+        self,
+        session: Session,
+        results: Results,
+        stepper: Stepper,
+        parent: QWidget | None = None,
+        *,
+        document: Named | None = None,
     ) -> None:
         super().__init__(parent)
         self.session = session
         self.results = results
         self.stepper = stepper
+        self.document = document  # its source names a taken model head
         self.title = QLabel()
         self.title.setStyleSheet("font-weight: bold;")
+        self.title.setWordWrap(True)  # a model's name is long: wrap, never widen the dock
+        self.source_label = QLabel()  # where a taken grouped-query head's K and V came from
+        self.source_label.setWordWrap(True)
+        self.source_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.source_label.hide()
         self.axes = QLabel("rows = query i, columns = key j")
         self.axes.setToolTip("Each cell (i, j) is the dot product of query row i and key row j.")
         self.model = ScoreGridModel(session, self)
         self.table = QTableView()
         self.table.setModel(self.model)
         self.table.setItemDelegate(_OutlineDelegate(self.table))
+        self.table.setHorizontalHeader(TokenHeader(Qt.Orientation.Horizontal, self.table))
+        self.table.setVerticalHeader(TokenHeader(Qt.Orientation.Vertical, self.table))
+        self.table.verticalHeader().setMaximumWidth(MAX_ROW_LABEL_PX)
         self.table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
         # Read-only: a selection colour would hide the cell's own colour (the stepper outlines).
         self.table.setSelectionMode(QTableView.SelectionMode.NoSelection)
@@ -215,6 +243,7 @@ class ScoreGrid(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.title)
+        layout.addWidget(self.source_label)
         layout.addWidget(self.axes)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.note)
@@ -224,6 +253,7 @@ class ScoreGrid(QWidget):
         session.events.options.connect(self._on_option_changed)
         session.events.tokens.connect(self.refresh)
         session.events.shape.connect(self.refresh)
+        session.events.document.connect(self.refresh)
         stepper.changed.connect(self.set_frame)
         self.refresh()
 
@@ -235,8 +265,13 @@ class ScoreGrid(QWidget):
         """Show the selected stage of the selected (batch, head) of the current result."""
         options = self.session.options
         stage, b, h = options.stage, options.batch_index, options.head
-        head_label = f"head {h + 1}" + (f", batch {b + 1}" if self.session.shape[0] > 1 else "")
+        source = self.document.source if self.document is not None else None
+        self.model.source = source
+        head_label = f"head {h + 1}" if source is None else f"{source.model} {source.head_name()}"
+        head_label += f", batch {b + 1}" if self.session.shape[0] > 1 else ""
         self.title.setText(f"{STAGE_NAMES[stage]} — {head_label}")
+        self.source_label.setText(source.kv_text() if source is not None else "")
+        self.source_label.setVisible(bool(self.source_label.text()))
         columns = "dimension of V" if stage == "output" else "key j"
         self.axes.setText(f"rows = query i, columns = {columns} · {STAGE_NOTES[stage]}")
         result = self.results.result
@@ -277,6 +312,25 @@ class ScoreGrid(QWidget):
         if frame.cell is not None and frame.cell[:2] == (b, h):
             current = (frame.cell[2], frame.cell[3])
         self.model.set_progress(frame.filled[b, h], current)
+
+    def shown_grid(self) -> list[list[str]]:
+        """The cells as painted at the columns' current width (fewer digits when narrow)."""
+        if self.table.isHidden():
+            return []
+        m = self.model
+        return [
+            [shown_cell_text(self.table, r, c) for c in range(m.columnCount())]
+            for r in range(m.rowCount())
+        ]
+
+    def header_labels(self, orientation: Qt.Orientation) -> list[str]:
+        """The row or column labels as painted now (tokens elided in the middle)."""
+        header = self.table.horizontalHeader()
+        count = self.model.columnCount()
+        if orientation == Qt.Orientation.Vertical:
+            header, count = self.table.verticalHeader(), self.model.rowCount()
+        assert isinstance(header, TokenHeader)
+        return [header.section_text(n) for n in range(count)]
 
     def text_grid(self) -> list[list[str]]:
         """What the user reads in the grid (empty while the grid is hidden)."""

@@ -16,8 +16,11 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QFont
 
-#: Above this many tokens, arrowheads and labels are drawn only for the selection.
+#: Above this many tokens, arrowheads are drawn only for the selection.
 MAX_DECORATED = 24
+#: Up to this many tokens every arrow is labelled; above, only the chosen and the hovered
+#: ones (a real head's 16 queries and 16 keys would pile 32 labels up), unless asked.
+MAX_LABELLED = 6
 QUERY_COLOUR = QColor(31, 119, 180)
 KEY_COLOUR = QColor(230, 110, 0)
 PROJECTION_COLOUR = QColor(20, 150, 60)
@@ -79,12 +82,17 @@ class ArrowDecorations:
         tokens: Sequence[str],
         chosen_query: int | None,
         chosen_key: int | None,
+        hovered: tuple[str, int] | None = None,
+        every_label: bool = False,
     ) -> None:
-        """Arrowheads and token labels: all of them for a few tokens, else the chosen ones'.
+        """Arrowheads for a few tokens (else the chosen ones'); labels for the chosen and the
+        ``hovered`` (matrix, token) arrows, and every arrow's with ``every_label`` or while
+        there are at most ``MAX_LABELLED`` tokens.
 
         ``tips(matrix)`` gives the (T, 2) tips of ``"query"`` or ``"key"`` arrows as drawn.
         """
         few = len(tokens) <= MAX_DECORATED
+        all_labels = every_label or len(tokens) <= MAX_LABELLED
         heads: list[tuple[float, float, float, bool, QColor]] = []
         labels: list[tuple[float, float, str, bool, QColor, bool]] = []
         for matrix, colour, letter, chosen in (
@@ -92,11 +100,11 @@ class ArrowDecorations:
             ("key", KEY_COLOUR, "k", chosen_key),
         ):
             for n, (x, y) in enumerate(tips(matrix)):
-                if not few and n != chosen:
-                    continue
-                if x * x + y * y > 0:
+                if (few or n == chosen) and x * x + y * y > 0:
                     angle = 180.0 + float(np.degrees(np.arctan2(y, x)))
                     heads.append((x, y, -angle, n == chosen, colour))
+                if not (all_labels or n == chosen or hovered == (matrix, n)):
+                    continue
                 name = tokens[n] if n < len(tokens) else f"t{n + 1}"
                 labels.append((x, y, f"{letter}{n + 1} {name}", n == chosen, colour, letter == "q"))
         while len(self.arrows) < len(heads):

@@ -23,6 +23,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer
 from PySide6.QtGui import QFont, QHideEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QGraphicsItem,
@@ -65,6 +66,8 @@ class VectorsView(QWidget):
         self._pending: tuple[float, float] | None = None
         self._tips: dict[str, np.ndarray] = {}
         self._labels: tuple[str, str] = ("", "")
+        self._hovered: tuple[str, int] | None = None  # the tip under the pointer
+        self._aspect_locked: bool | None = None
         self._write_timer = QTimer(self)
         self._write_timer.setSingleShot(True)
         self._write_timer.setInterval(DRAG_WRITE_MS)
@@ -78,6 +81,7 @@ class VectorsView(QWidget):
         ev.values.connect(self._on_values_changed)
         ev.shape.connect(self.schedule_redraw)
         ev.tokens.connect(self.schedule_redraw)
+        ev.document.connect(self.schedule_redraw)  # the caption names a taken model head
         ev.options.connect(self._on_option_changed)
         state.changed.connect(self.schedule_redraw)
         self.redraw()
@@ -113,6 +117,12 @@ class VectorsView(QWidget):
         second_row = QHBoxLayout()
         for widget in (self.first_dim, self.second_dim):
             second_row.addWidget(widget)
+        self.all_labels = QCheckBox("all labels")
+        self.all_labels.setToolTip(
+            "Label every arrow; otherwise only the chosen q and k and the one under the pointer"
+        )
+        self.all_labels.toggled.connect(lambda _on: self._decorate())
+        second_row.addWidget(self.all_labels)
         second_row.addStretch(1)
         second_row.addWidget(QLabel("snap"))
         second_row.addWidget(self.snap)
@@ -127,7 +137,6 @@ class VectorsView(QWidget):
         self.plot.setObjectName("vectors_plot")
         self.plot.setMinimumSize(160, 140)
         self.plot.setMenuEnabled(False)
-        self.plot.setAspectLocked(True)
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.hideButtons()
         for name in ("left", "bottom"):
@@ -202,6 +211,7 @@ class VectorsView(QWidget):
         if dragging is not None and self._preview is not None and dragging[0] == matrix:
             # Our own drag's write: the arrow is already drawn there; only the words change.
             self.text.setText("\n".join(line for line in self.state.dot_lines() if line))
+            self._describe_hovered()
             return
         self.schedule_redraw()
 
@@ -235,6 +245,11 @@ class VectorsView(QWidget):
             self.plot.setLabel("bottom", plane.labels[0])
             self.plot.setLabel("left", plane.labels[1])
         self.caption.setText(state.caption(plane))
+        # True angles need equal units on both axes; a projection has none to keep, and
+        # locked, a wide plot would stretch x far past the points (−50…40 around −12…2).
+        if plane.exact != self._aspect_locked:
+            self._aspect_locked = plane.exact
+            self.plot.setAspectLocked(plane.exact)
         for matrix, shafts, tips in (
             ("query", self.query_shafts, self.query_tips),
             ("key", self.key_shafts, self.key_tips),
@@ -245,12 +260,28 @@ class VectorsView(QWidget):
             shafts.setData(pairs[:, 0], pairs[:, 1])
             tips.setData(points[:, 0], points[:, 1])
         self._draw_selection()
-        sel = state.selection
-        self.decorations.draw(self.tips, self.session.tokens, sel.query, sel.key)
+        self._decorate()
         if self.state.dragging is None:  # never move the ground under a dragging hand
             self._fit()
         title, first, second = state.dot_lines()
         self.text.setText("\n".join(line for line in (title, first, second) if line))
+        self._describe_hovered()
+
+    def _decorate(self) -> None:
+        """Arrowheads and labels: the chosen and hovered arrows', or all (see draw)."""
+        sel = self.state.selection
+        self.decorations.draw(
+            self.tips, self.session.tokens, sel.query, sel.key,
+            self._hovered, self.all_labels.isChecked(),
+        )  # fmt: skip
+
+    def _describe_hovered(self) -> None:
+        """The read-out of the tip under the pointer, from the numbers as they are now
+        (after a drag: the moved vector)."""
+        found = self._hovered
+        if found is not None and found[1] >= len(self.tips(found[0])):
+            found = self._hovered = None
+        self.hover.setText(" " if found is None else self.state.describe(*found))
 
     def _fit(self) -> None:
         """Show the origin and every tip, with room for the labels."""
@@ -323,6 +354,7 @@ class VectorsView(QWidget):
                 "info",
             )
             return False
+        self._hovered = found  # the read-out follows the dragged tip
         return self.state.begin_drag(*found)
 
     def _drag_move(self, view_pos: QPointF) -> None:
@@ -369,12 +401,15 @@ class VectorsView(QWidget):
         if self.state.dragging is not None:
             return  # the dragged arrow is the one under the hand
         found = self._nearest_tip(scene_pos)
-        self.hover.setText(" " if found is None else self.state.describe(*found))
+        if found != self._hovered:
+            self._hovered = found
+            self._decorate()
+        self._describe_hovered()
 
     def _context_menu(self, screen_pos: object) -> None:
         menu = QMenu(self)
         menu.addAction("Export image…", self.export_dialog)
-        menu.addAction("Fit the arrows", lambda: self.plot.enableAutoRange())
+        menu.addAction("Fit the arrows", self._fit)
         if isinstance(screen_pos, QPointF):
             menu.exec(screen_pos.toPoint())
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox, QWidget
 
-from attn_explorer.models.take_head import explorer_options
+from attn_explorer.models.take_head import explorer_options, head_source
 from attn_explorer.state.app_state import AppState
 from attn_explorer.ui.common.text import message_box
 from attn_explorer.ui.explorer.matrix_table import MatrixTable
@@ -124,13 +124,13 @@ class Commands:
         except ValueError as exc:
             self.session.report(f"Could not take the head: {exc}")
             return False
-        title = taken_title(attention, layer, head)
+        title, source = taken_title(attention, layer, head), head_source(attention, layer, head)
         options = taken_options(explorer_options(self.session.options, attention), attention)
-        if not self.files.replace(snapshot, options, f"take {title}", title):
+        if not self.files.replace(snapshot, options, f"take {title}", title, source=source):
             return False
         self.session.report(
-            f"Loaded {title}: {len(snapshot.tokens)} tokens, d = {snapshot.shape[-1]}. Every "
-            f"explorer feature now works on this real head.{taken_note(attention)}",
+            f"Loaded {source.describe()}: {len(snapshot.tokens)} tokens, d = {snapshot.shape[-1]}. "
+            f"Every explorer feature now works on this real head.{taken_note(attention)}",
             "info",
         )
         return True

@@ -88,7 +88,10 @@ class DeferredViews(QObject):
             return
         from attn_explorer.ui.explorer.heatmaps import HeatmapGrid
 
-        self.heatmaps = HeatmapGrid(self.state.session, self.state.results, self.state.stepper)
+        state = self.state
+        self.heatmaps = HeatmapGrid(
+            state.session, state.results, state.stepper, document=state.document
+        )
         self.heatmaps.setObjectName("heatmaps")
         sizes = self.splitter.sizes()
         self.splitter.replaceWidget(1, self.heatmaps)

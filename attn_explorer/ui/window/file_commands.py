@@ -48,7 +48,7 @@ from attn_explorer.state.storage.session_file import (
     snapshot_to_dict,
     write_atomic,
 )
-from attn_explorer.state.types import UNTITLED, Options, Snapshot
+from attn_explorer.state.types import UNTITLED, HeadSource, Options, Snapshot
 from attn_explorer.ui.common.settings import data_dir, last_dir, settings
 from attn_explorer.ui.common.text import message_box
 
@@ -179,11 +179,13 @@ class FileCommands(QObject):
         name: str,
         *,
         confirm: bool = True,
+        source: HeadSource | None = None,
     ) -> bool:
-        """Load numbers that come from no file (untitled); asks first about unsaved work."""
+        """Load numbers that come from no file (untitled); asks first about unsaved work.
+        ``source``: the model head they were taken from."""
         if confirm and not self.confirm_discard():
             return False
-        return self.document.replace(snapshot, options, text, name)
+        return self.document.replace(snapshot, options, text, name, source)
 
     def load_preset(self, name: str, *, confirm: bool = True, **kwargs: int) -> bool:
         """A preset's numbers and options, as an untitled document (undoable)."""

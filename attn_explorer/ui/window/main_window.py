@@ -131,7 +131,7 @@ class MainWindow(QMainWindow):
         for name, table in self.tables.items():
             table.setObjectName(f"{name}_table")
             stepper.changed.connect(table.set_frame)
-        self.score_grid = ScoreGrid(s, results, stepper)
+        self.score_grid = ScoreGrid(s, results, stepper, document=self.state.document)
         self.score_grid.setObjectName("score_grid")
         self.strategy_toggle = StrategyToggle(s)
         self.strategy_toggle.setObjectName("strategy_toggle")

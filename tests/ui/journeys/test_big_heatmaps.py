@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QSpinBox
 from attn_explorer.compute import attention
 from attn_explorer.state.colormaps import colour_index, lut, stage_range
 from attn_explorer.state.labels import STAGE_NAMES
-from attn_explorer.ui.explorer.heatmaps import EMPTY_RGB
+from attn_explorer.ui.explorer.heatmap_items import EMPTY_RGB
 
 pytestmark = pytest.mark.journey
 
