@@ -66,6 +66,7 @@ def compute_attention(
     cache: ModelCache,
     request: AttentionRequest,
     should_stop: Callable[[], bool] = never_stop,
+    progress: Callable[[float, str], None] | None = None,
 ) -> ModelAttention:
     """Load (or reuse) the model and run the sentence; the loop strategy is guarded by its ETA.
 
@@ -76,8 +77,10 @@ def compute_attention(
     model = cache.get(request.folder)
     if should_stop():
         raise Cancelled()
-    if isinstance(model, DecoderModel):  # one batched causal pass; a second text is refused
-        return model.attention(request.text, request.pair)
+    if isinstance(model, DecoderModel):  # one causal pass, layer by layer; one text only
+        return model.attention(
+            request.text, request.pair, progress=progress, should_stop=should_stop
+        )
     if request.strategy == "loop":
         config = model.config
         length = len(model.encode(request.text, request.pair).tokens)
@@ -92,14 +95,17 @@ def compute_attention(
 
 
 def answer(
-    cache: ModelCache, request: AttentionRequest, should_stop: Callable[[], bool] = never_stop
+    cache: ModelCache,
+    request: AttentionRequest,
+    should_stop: Callable[[], bool] = never_stop,
+    progress: Callable[[float, str], None] | None = None,
 ) -> ModelAttention | RequestFailed:
     """:func:`compute_attention`, with every failure turned into a message (never raised).
 
     Only ``Cancelled`` passes through, so the worker can drop a superseded request.
     """
     try:
-        return compute_attention(cache, request, should_stop)
+        return compute_attention(cache, request, should_stop, progress)
     except Cancelled:
         raise
     except Exception as exc:  # a bad folder, bad text, the loop budget, a broken file...

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QRectF
 
 from attn_explorer.models.session import Head, ShownValues
 from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
@@ -69,17 +70,26 @@ class HeadDetail(pg.PlotWidget):
             if isinstance(axis, TokenAxis):
                 axis.set_tokens(tokens)
 
-    def set_head(self, values: np.ndarray, shown: ShownValues, title: str) -> None:
-        """Show one head's (T, T) ``values`` on ``shown``'s colour scale, named ``title``."""
+    def set_head(
+        self, values: np.ndarray, shown: ShownValues, title: str, tokens: int | None = None
+    ) -> None:
+        """Show one head's (T, T) ``values`` on ``shown``'s colour scale, named ``title``.
+
+        ``values`` may be blocks of a longer head of ``tokens`` tokens (each pixel a block):
+        the image is stretched over T × T token units and the title says so.
+        """
         plot = self.getPlotItem()
+        extent = tokens or values.shape[1]
         self.image.setImage(values, autoLevels=False)
+        self.image.setRect(QRectF(0, 0, extent, extent))
         self.colorbar.setColorMap(self._color_maps[shown.colormap])
         self.colorbar.setLevels(shown.levels)
         self.colorbar.axis.setLabel(shown.label)
+        if values.shape[1] < extent:
+            block = -(-extent // values.shape[1])
+            title = f"{title} · {block} × {block} tokens a pixel"
         plot.setTitle(title, color=TEXT_RGB)
-        plot.getViewBox().setRange(
-            xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0
-        )
+        plot.getViewBox().setRange(xRange=(0, extent), yRange=(0, extent), padding=0)
 
     def hold_width(self) -> None:
         """Never narrower than the axes, image and colour bar need.
