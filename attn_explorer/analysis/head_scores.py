@@ -77,7 +77,11 @@ def result_head_scores(result: ModelAttention) -> dict[str, np.ndarray]:
     blocks of weights (the same definitions, summed row block by row block)."""
     if result.long is not None:
         means = result.long.means()
-        names = {"previous_token": "previous", "first_token": "first", "duplicate_token": "duplicate"}
+        names = {
+            "previous_token": "previous",
+            "first_token": "first",
+            "duplicate_token": "duplicate",
+        }
         return {name: means[names.get(name, name)] for name in SCORE_NAMES}
     assert isinstance(result.weights, np.ndarray)
     return head_scores(result.weights, result.input_ids)

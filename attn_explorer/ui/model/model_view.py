@@ -489,7 +489,7 @@ class ModelView(QWidget):
             return
         (layer, head), shown = self.session.selected_head, self.session.shown()
         values = shown.head(layer, head)  # (T, T) or blocks of it: row = query i, column = key j
-        self.detail.set_head(values, shown, head_name(layer, head), shown.values.shape[-1])
+        self.detail.set_head(values, shown, head_name(layer, head), (layer, head))
 
     @Slot()
     def _refresh_summaries(self, *_: object) -> None:
