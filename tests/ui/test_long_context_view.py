@@ -65,3 +65,27 @@ def test_stop_keeps_the_previous_result(qtbot, view):
     qtbot.waitUntil(lambda: not view.busy, timeout=20_000)
     assert view.result is before
     assert view.status_label.text() == "Stopped; the previous result stays."
+
+
+class Hover:
+    """A hover at ``pos`` in the image's own pixels (what pyqtgraph hands the item)."""
+
+    def __init__(self, x, y):
+        from PySide6.QtCore import QPointF
+
+        self._pos = QPointF(x, y)
+
+    def isExit(self):
+        return False
+
+    def pos(self):
+        return self._pos
+
+
+def test_a_hover_on_a_preview_pixel_names_the_tokens_under_it(view):
+    _, item = view.grid.thumbnails[(0, 1)]
+    item.hoverEvent(Hover(10.5, 20.5))  # pixel (row 20, column 10): tokens 40-41, 20-21
+    text = view.hover_label.text()
+    assert "layer 1 · head 2" in text and "(i=42)" in text and "(j=22)" in text
+    expected = float(view.result.weights[0, 1, 41, 21])
+    assert f"softmax weight {expected:.4f}" in text

@@ -169,7 +169,7 @@ class HeatmapItem(pg.ImageItem):
         if ev.isExit() or self.image is None:
             self._hovered(self.head, None)
             return
-        pos = ev.pos()
+        pos = self.mapToParent(ev.pos())  # token units, also where an image shows blocks
         self._hovered(self.head, (int(np.floor(pos.y())), int(np.floor(pos.x()))))
 
 
