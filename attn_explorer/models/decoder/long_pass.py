@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.decoder.ops import softcap
@@ -328,16 +329,17 @@ def long_attention(
     block = max(QUERY_BLOCK, preview_block(t))
     block = -(-block // preview_block(t)) * preview_block(t)  # whole preview rows per block
     output = np.empty((heads, t, v.shape[-1]), dtype=q.dtype)
-    for i0 in range(0, t, block):
-        i1 = min(i0 + block, t)
-        rows = q[:, i0:i1].reshape(kv, group * (i1 - i0), d)  # (H_kv, G·bq, d)
-        raw = np.matmul(rows, k[:, :i1].swapaxes(-1, -2))  # (H_kv, G·bq, d) @ (H_kv, d, i1)
-        raw = raw.reshape(heads, i1 - i0, i1)  # (H, bq, i1)
-        weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window)
-        mixed = np.matmul(weights.reshape(kv, group * (i1 - i0), i1), v[:, :i1])  # (H_kv, G·bq, d)
-        output[:, i0:i1] = mixed.reshape(heads, i1 - i0, -1)
-        if fold is not None:
-            fold(i0, raw, weights)
+    with threadpool_limits(limits=1, user_api="blas"):  # small matmuls: more threads only wait
+        for i0 in range(0, t, block):
+            i1, bq = min(i0 + block, t), min(block, t - i0)
+            rows = q[:, i0:i1].reshape(kv, group * bq, d)  # (H_kv, G·bq, d)
+            raw = np.matmul(rows, k[:, :i1].swapaxes(-1, -2))  # (H_kv, G·bq, d) @ (H_kv, d, i1)
+            raw = raw.reshape(heads, bq, i1)  # (H, bq, i1)
+            weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window)
+            mixed = np.matmul(weights.reshape(kv, group * bq, i1), v[:, :i1])  # (H_kv, G·bq, d)
+            output[:, i0:i1] = mixed.reshape(heads, bq, -1)
+            if fold is not None:
+                fold(i0, raw, weights)
     return output
 
 
@@ -390,13 +392,13 @@ class HeadStack:
             scores: np.ndarray = q @ k.T  # (rows, d) @ (d, T): every cell, as a full pass
             return scores
         out = np.zeros((stop - start, t), dtype=self.dtype)
-        for i0 in range(start, stop, QUERY_BLOCK):  # each row sees keys up to itself only
-            i1 = min(i0 + QUERY_BLOCK, stop)
-            raw = q[i0 - start : i1 - start] @ k[:i1].T  # (bq, d) @ (d, i1)
-            keys = self.layer_keys[layer]
-            out[i0 - start : i1 - start, :i1] = block_weights(
-                raw, i0, keys.scale, keys.cap, keys.window
-            )
+        keys = self.layer_keys[layer]
+        with threadpool_limits(limits=1, user_api="blas"):  # small matmuls, as in the pass
+            for i0 in range(start, stop, QUERY_BLOCK):  # each row sees keys up to itself only
+                i1 = min(i0 + QUERY_BLOCK, stop)
+                raw = q[i0 - start : i1 - start] @ k[:i1].T  # (bq, d) @ (d, i1)
+                weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window)
+                out[i0 - start : i1 - start, :i1] = weights
         return out
 
     def head(self, layer: int, head: int) -> np.ndarray:
