@@ -112,8 +112,9 @@ class HeadDetail(pg.PlotWidget):
         plot = self.getPlotItem()
         extent = shown.values.shape[-1]
         stack = shown.values if isinstance(shown.values, HeadStack) else None
-        zoomable = stack is not None and head is not None and values.shape[1] < extent
-        self._zoom_source = (stack, head, shown) if zoomable else None
+        self._zoom_source = None
+        if stack is not None and head is not None and values.shape[1] < extent:
+            self._zoom_source = (stack, head, shown)
         self.zoomed.setVisible(False)
         plot.getViewBox().setMouseEnabled(
             self._zoom_source is not None, self._zoom_source is not None
