@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attn_explorer.models.results import ModelAttention
+
 SCORE_NAMES = ("previous_token", "first_token", "duplicate_token", "induction")
 
 
@@ -68,6 +70,21 @@ def head_scores(weights: np.ndarray, input_ids: np.ndarray) -> dict[str, np.ndar
         "duplicate_token": _mean_mass(w, duplicate_mask(ids)),
         "induction": _mean_mass(w, induction_mask(ids)),
     }
+
+
+def result_head_scores(result: ModelAttention) -> dict[str, np.ndarray]:
+    """:func:`head_scores` of a model's result; a long pass's, as it streamed them over its
+    blocks of weights (the same definitions, summed row block by row block)."""
+    if result.long is not None:
+        means = result.long.means()
+        names = {
+            "previous_token": "previous",
+            "first_token": "first",
+            "duplicate_token": "duplicate",
+        }
+        return {name: means[names.get(name, name)] for name in SCORE_NAMES}
+    assert isinstance(result.weights, np.ndarray)
+    return head_scores(result.weights, result.input_ids)
 
 
 def repeated_random_tokens(

@@ -20,13 +20,14 @@ from typing import Any
 import numpy as np
 
 from attn_explorer.analysis.ablation import Ablation
-from attn_explorer.analysis.head_scores import head_scores
+from attn_explorer.analysis.head_scores import result_head_scores
 from attn_explorer.analysis.logit_lens import logit_lens
 from attn_explorer.analysis.next_token import next_token
 from attn_explorer.analysis.rollout import rollout
 from attn_explorer.compute import Cancelled
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.encoder.bert import BertModel
+from attn_explorer.models.long_context import long_attention
 from attn_explorer.models.results import ModelAttention
 
 #: Why an encoder has no logit lens, next token or ablation (shown where they would be).
@@ -85,6 +86,8 @@ def decoder_attention(model: DecoderModel, ids: list[int] | np.ndarray) -> Model
     ids = [int(i) for i in ids]
     if not ids or len(ids) > model.max_tokens:
         raise ValueError(f"ids: give 1 … {model.max_tokens} token ids.")
+    if not model.records_everything(len(ids)):
+        return long_attention(model, ids)
     run = model.forward(np.array(ids))
     assert run.query is not None and run.key is not None and run.value is not None
     assert run.scores is not None and run.weights is not None and run.hidden_states is not None
@@ -117,14 +120,14 @@ def analyze_result(
 ) -> dict[str, Any]:
     """:func:`analyze` of a run already made (``model.attention(text)``)."""
     layers, heads = result.weights.shape[:2]
-    scores = head_scores(result.weights, result.input_ids)
+    scores = result_head_scores(result)
     report: dict[str, Any] = {
         "tokens": list(result.tokens),
         "input_ids": [int(i) for i in result.input_ids],
         "layers": int(layers),
         "heads": int(heads),
         "head_scores": {name: plain(values) for name, values in scores.items()},
-        "rollout": plain(rollout(result.weights)),
+        "rollout": None if result.long else plain(rollout(np.asarray(result.weights))),
         "logit_lens": None,
         "next_token": None,
         "ablation": None,

@@ -68,6 +68,7 @@ def compute_attention(
     cache: ModelCache,
     request: AttentionRequest,
     should_stop: Callable[[], bool] = never_stop,
+    progress: Callable[[float, str], None] | None = None,
 ) -> ModelAttention:
     """Load (or reuse) the model and run the sentence; the loop strategy is guarded by its ETA.
 
@@ -84,8 +85,10 @@ def compute_attention(
             _check_loop_budget(model, texts)
         strategy = "batched" if isinstance(model, DecoderModel) else request.strategy
         return run_batch(model, texts, request.pair, strategy).sentence(0)
-    if isinstance(model, DecoderModel):  # one batched causal pass; a second text is refused
-        return model.attention(request.text, request.pair)
+    if isinstance(model, DecoderModel):  # one causal pass, layer by layer; a second text is refused
+        return model.attention(
+            request.text, request.pair, progress=progress, should_stop=should_stop
+        )
     if request.strategy == "loop":
         _check_loop_budget(model, [request.text], request.pair)
     return model.attention(request.text, request.pair, strategy=request.strategy)
@@ -108,14 +111,17 @@ def _check_loop_budget(model: AnyModel, texts: list[str], pair: str | None = Non
 
 
 def answer(
-    cache: ModelCache, request: AttentionRequest, should_stop: Callable[[], bool] = never_stop
+    cache: ModelCache,
+    request: AttentionRequest,
+    should_stop: Callable[[], bool] = never_stop,
+    progress: Callable[[float, str], None] | None = None,
 ) -> ModelAttention | RequestFailed:
     """:func:`compute_attention`, with every failure turned into a message (never raised).
 
     Only ``Cancelled`` passes through, so the worker can drop a superseded request.
     """
     try:
-        return compute_attention(cache, request, should_stop)
+        return compute_attention(cache, request, should_stop, progress)
     except Cancelled:
         raise
     except Exception as exc:  # a bad folder, bad text, the loop budget, a broken file...

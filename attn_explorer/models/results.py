@@ -13,7 +13,11 @@ from typing import TypedDict
 
 import numpy as np
 
+from attn_explorer.models.decoder.long_pass import HeadStack, LongStats
 from attn_explorer.models.summaries import HeadSummaries, head_summaries
+
+#: A stage of every head: an (L, H, T, T) array, or a long text's heads recomputed on demand.
+HeadValues = np.ndarray | HeadStack
 
 
 class TakenHead(TypedDict):
@@ -45,6 +49,12 @@ class ModelAttention:
     A decoder (``causal`` True) adds ``logits`` (T, vocab) and ``kv_heads`` (H,): query
     head h reads key/value head ``kv_heads[h]``, and ``key``/``value`` are the shared
     (L, H_kv, T, d_head) heads, not repeated copies; ``weights`` are 0 above the diagonal.
+
+    A text too long to record every head (a decoder's long pass) has ``long`` (what the
+    pass folded in: block previews, summaries, head scores), ``scores`` and ``weights``
+    that are :class:`~attn_explorer.models.decoder.long_pass.HeadStack` (one head or
+    rows recomputed when read, never the whole stage) and ``logits`` of the last
+    position only, (1, vocab).
     """
 
     tokens: list[str]
@@ -53,8 +63,8 @@ class ModelAttention:
     query: np.ndarray
     key: np.ndarray
     value: np.ndarray
-    scores: np.ndarray
-    weights: np.ndarray
+    scores: HeadValues
+    weights: HeadValues
     hidden_states: np.ndarray
     scale: float
     strategy: str
@@ -69,6 +79,7 @@ class ModelAttention:
     layer_kinds: tuple[str, ...] = ()
     window: int = 0
     notes: tuple[str, ...] = ()
+    long: LongStats | None = None
 
     def kv_head(self, head: int) -> int:
         """The key/value head query head ``head`` reads (itself unless heads share keys)."""
@@ -91,7 +102,15 @@ class ModelAttention:
         )
 
     def summaries(self) -> HeadSummaries:
-        """Per-head entropy and [CLS] / [SEP] / previous-token attention, each (L, H)."""
+        """Per-head entropy and [CLS] / [SEP] / previous-token attention, each (L, H).
+
+        A long pass streamed them over its blocks of weights; they are read from there.
+        """
+        if self.long is not None:
+            means = self.long.means()
+            names = ("entropy", "cls", "sep", "previous")
+            return HeadSummaries(*(means[name].astype(np.float32) for name in names))
+        assert isinstance(self.weights, np.ndarray)
         return head_summaries(self.weights, self.tokens)
 
     def head(self, layer: int, head: int) -> TakenHead:

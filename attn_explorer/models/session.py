@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attn_explorer.compute import STRATEGIES
+from attn_explorer.models.decoder.long_pass import HeadStack
 from attn_explorer.models.generation import STOP_REASONS, GenerationRequest, GenerationState
 from attn_explorer.models.requests import (
     AttentionRequest,
@@ -33,12 +34,16 @@ from attn_explorer.models.requests import (
     answer,
     never_stop,
 )
-from attn_explorer.models.results import ModelAttention, TakenHead
-from attn_explorer.state.colormaps import value_range
+from attn_explorer.models.results import HeadValues, ModelAttention, TakenHead
+from attn_explorer.state.colormaps import range_from_extremes, value_range
 from attn_explorer.state.events import Event
 
 #: (layer, head), counted from 0.
 Head = tuple[int, int]
+
+
+#: Most values per axis the enlarged head is drawn with; a longer head is shown in blocks.
+DETAIL_PIXELS = 1024
 
 
 @dataclass(frozen=True)
@@ -46,20 +51,52 @@ class ShownValues:
     """What the heatmaps colour: (L, H, T, T) values, their colour scale and its label.
 
     ``colormap`` names an entry of :data:`attn_explorer.state.colormaps.COLORMAPS`.
+    A long text's ``values`` are a :class:`HeadStack` (each head recomputed when read)
+    and ``thumbnails`` its (L, H, n, n) block previews, NaN where a block has no
+    visible key; otherwise the thumbnails are the values themselves.
     """
 
-    values: np.ndarray
+    values: HeadValues
     levels: tuple[float, float]
     colormap: str
     label: str
+    thumbnails: np.ndarray | None = None
+
+    @property
+    def grid(self) -> np.ndarray:
+        """What the layers × heads thumbnails draw: (L, H, T, T) or (L, H, n, n) values."""
+        if self.thumbnails is not None:
+            return self.thumbnails
+        assert isinstance(self.values, np.ndarray)
+        return self.values
+
+    def head(self, layer: int, head: int) -> np.ndarray:
+        """One head as the enlarged view draws it: (T, T), or at most DETAIL_PIXELS a side
+        in blocks (each its largest weight, or its raw score farthest from 0) when longer."""
+        if isinstance(self.values, HeadStack):
+            return self.values.reduced(layer, head, DETAIL_PIXELS)
+        values: np.ndarray = self.values[layer, head]
+        return values
 
 
 def shown_values(result: ModelAttention, scores: bool) -> ShownValues:
     """Softmax weights (sequential, 0 → 1) or raw Q·Kᵀ scores (diverging, symmetric about 0).
 
-    The scores' range is shared by every head, so colours compare across the grid.
+    The scores' range is shared by every head, so colours compare across the grid (a
+    long text's: over the visible keys its pass saw).
     """
+    long = result.long
+    if long is not None:
+        if scores:
+            bound = range_from_extremes(long.score_low, long.score_high, diverging=True)
+            blocks = np.where(
+                np.isneginf(long.scores_preview), np.float32(np.nan), long.scores_preview
+            )
+            return ShownValues(result.scores, bound, "diverging", "raw score Q·Kᵀ", blocks)
+        preview = long.weights_preview
+        return ShownValues(result.weights, (0.0, 1.0), "sequential", "softmax weight", preview)
     if scores:
+        assert isinstance(result.scores, np.ndarray)
         bound = value_range(result.scores, diverging=True)
         return ShownValues(result.scores, bound, "diverging", "raw score Q·Kᵀ")
     return ShownValues(result.weights, (0.0, 1.0), "sequential", "softmax weight")
@@ -164,10 +201,16 @@ class ModelSession:
         return request
 
     def run(
-        self, request: AttentionRequest, should_stop: Callable[[], bool] = never_stop
+        self,
+        request: AttentionRequest,
+        should_stop: Callable[[], bool] = never_stop,
+        progress: Callable[[float, str], None] | None = None,
     ) -> ModelAttention | RequestFailed:
-        """Answer ``request`` (any thread): the attention, or why there is none."""
-        return answer(self.cache, request, should_stop)
+        """Answer ``request`` (any thread): the attention, or why there is none.
+
+        ``progress(fraction, text)`` hears a decoder's pass layer by layer.
+        """
+        return answer(self.cache, request, should_stop, progress)
 
     def accept(self, outcome: ModelAttention | RequestFailed) -> None:
         """Take a request's outcome: a new result, or its failure for the status line.
@@ -233,9 +276,13 @@ class ModelSession:
         if result is None:
             return ""
         n_layers, n_heads = result.weights.shape[:2]
+        how = result.strategy
+        if result.long is not None:
+            block = result.long.block
+            how = f"by query blocks; thumbnails {block} × {block} tokens a pixel"
         return (
-            f"{result.model_name}: {len(result.tokens)} tokens, {n_layers} layers "
-            f"× {n_heads} heads ({result.strategy}). {result.notice}"
+            f"{result.model_name}: {len(result.tokens):,} tokens, {n_layers} layers "
+            f"× {n_heads} heads ({how}). {result.notice}"
         ).strip()
 
     def describe(self, layer: int, head: int, i: int, j: int) -> str:

@@ -20,14 +20,21 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from attn_explorer.compute import LIMITS, attention
+from attn_explorer.compute import LIMITS, Cancelled, attention
 from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.decoder.bpe import GGUFTokenizer, check_unicode
 from attn_explorer.models.decoder.chat_template import chatml_prompt
+from attn_explorer.models.decoder.long_pass import (
+    LayerKeys,
+    LongStats,
+    long_attention,
+    records_everything,
+)
 from attn_explorer.models.decoder.ops import (
     ACTIVATIONS,
     KVCache,
@@ -52,8 +59,6 @@ from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import metadata_value
 from attn_explorer.models.results import ModelAttention
 
-#: Largest (scores + weights) a single ``attention`` call keeps: L·H·T²·8 bytes.
-MAX_RECORD_BYTES = 1 << 30
 #: Tokens that end a turn, when the vocabulary has them (besides its eos token).
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<end_of_turn>")
 
@@ -136,11 +141,19 @@ class DecoderModel:
 
     @property
     def max_tokens(self) -> int:
-        """Most tokens one pass takes: the context, the explorer's limit, memory for attention."""
+        """Most tokens one pass takes: the context (a long text runs as a long pass)."""
+        return self.config.context_length
+
+    def records_everything(self, tokens: int) -> bool:
+        """True when a pass of ``tokens`` keeps every head's scores and weights (short texts)."""
         c = self.config
-        per_token_pair = c.num_layers * c.num_heads * 8  # scores + weights, float32
-        by_memory = int((MAX_RECORD_BYTES / per_token_pair) ** 0.5)
-        return min(c.context_length, LIMITS.max_tokens, by_memory)
+        return records_everything(c.num_layers, c.num_heads, tokens)
+
+    def layer_keys(self, index: int) -> LayerKeys:
+        """How layer ``index``'s attention is recomputed: scale, soft cap, window if local."""
+        c = self.config
+        local = bool(c.layer_kinds) and c.layer_kinds[index] == "local"
+        return LayerKeys(self.scale, c.attn_softcap, c.sliding_window if local else 0)
 
     def _check_ids(self, ids: list[int], what: str) -> None:
         if not ids:
@@ -152,15 +165,27 @@ class DecoderModel:
             )
 
     def forward(
-        self, input_ids: np.ndarray, cache: KVCache | None = None, record: bool = True
+        self,
+        input_ids: np.ndarray,
+        cache: KVCache | None = None,
+        record: bool = True,
+        *,
+        long: LongStats | None = None,
+        progress: Callable[[float, str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> DecoderForward:
         """Run (T,) ids after the ``cache``'s positions; extend the cache; keep every head.
 
         With ``record`` the per-layer query (L, H, T, d), key/value (L, H_kv, T, d) of
         these tokens, scores/weights (L, H, T, t) against all t cached + new keys and the
         hidden states (L + 1, T, hidden) are returned; without it only the logits.
+        ``long`` runs the long pass (``long_pass.py``, from position 0): attention by query
+        blocks folded into ``long``; no scores or weights kept; the last position's logits.
+        ``progress`` hears each layer end; ``should_stop()`` true then raises ``Cancelled``.
         """
         c = self.config
+        if long is not None and cache is not None and cache.length:
+            raise ValueError("forward: a long pass starts at position 0 (no cached tokens).")
         ids = np.asarray(input_ids, dtype=np.int64)
         if ids.ndim != 1 or ids.size == 0 or ids.min() < 0 or ids.max() >= c.vocab_size:
             raise ValueError(f"input_ids: expected (T,) ids in 0 … {c.vocab_size - 1}.")
@@ -171,7 +196,7 @@ class DecoderModel:
             x = x * np.float32(c.embedding_scale)  # Gemma: × √width
         activation = ACTIVATIONS[c.activation]
         hidden = np.empty((c.num_layers + 1 if record else 1, *x.shape), dtype=x.dtype)
-        hidden[0], kept = x, list[np.ndarray]()  # q, k, v, scores, weights (L, …) if recorded
+        hidden[0], kept = x, list[np.ndarray]()  # q, k, v (scores, weights) (L, …) if recorded
         for index in range(c.num_layers):
             w = self.weights.layer(index)
             local = c.layer_kinds[index] == "local" if c.layer_kinds else False
@@ -180,7 +205,11 @@ class DecoderModel:
             if cache is not None:
                 k, v = cache.extend(index, k, v)  # (H_kv, t, d): cached and new positions
             keep = window_keep(positions, k.shape[1], c.sliding_window) if local else None
-            if ids.size == 1:  # a decode step: one query row, no per-call checks
+            if long is not None:  # by query blocks, each folded into the previews and sums
+                keys = self.layer_keys(index)
+                output = long_attention(q, k, v, keys, partial(long.fold, index, keys=keys))
+                scores = weights = output[:0]  # nothing of the T × T grid is kept
+            elif ids.size == 1:  # a decode step: one query row, no per-call checks
                 scores, weights, output = attend_one_row(q, k, v, self.scale, keep, c.attn_softcap)
             elif c.attn_softcap:  # Gemma 2: the scaled scores soft-capped before the softmax
                 scores, weights, output = self._capped_attention(q, k, v, keep)
@@ -207,18 +236,24 @@ class DecoderModel:
             x = x + mlp
             if record:  # into (L, …) arrays as it goes: no list of layers stacked at the end
                 new = slice(k.shape[1] - ids.size, None)  # this pass's own keys and values
-                layer = (q, k[:, new], v[:, new], scores, weights)
+                layer = (q, k[:, new], v[:, new], scores, weights)[: 3 if long else 5]
                 kept = kept or [np.empty((c.num_layers, *a.shape), dtype=a.dtype) for a in layer]
                 for into, array in zip([hidden[1:], *kept], [x, *layer], strict=True):
                     into[index] = array
+            if progress is not None:
+                progress((index + 1) / c.num_layers, f"layer {index + 1} of {c.num_layers}")
+            if should_stop is not None and should_stop():
+                raise Cancelled("forward pass stopped")
         if cache is not None:
             cache.advance(ids.size)
-        logits = self.weights.logits(rms_norm(x, self.weights.final_norm, c.rms_norm_eps))
+        last = x[-1:] if long is not None else x  # a long pass: the next token's logits only
+        logits = self.weights.logits(rms_norm(last, self.weights.final_norm, c.rms_norm_eps))
         if c.final_softcap:
             logits = softcap(logits, c.final_softcap)
         if not record:
             return DecoderForward(logits, None, None, None, None, None, None, self.scale)
-        q, k, v, s, a = kept
+        q, k, v, *stages = kept  # a long pass keeps no scores or weights
+        s, a = stages or (None, None)
         return DecoderForward(logits, hidden, q, k, v, s, a, self.scale)
 
     def _rope(self, start: int, end: int, kind: str = "global") -> tuple[np.ndarray, np.ndarray]:
@@ -283,12 +318,18 @@ class DecoderModel:
         return [self.tokenizer.readable(i) for i in ids]
 
     def attention(
-        self, text: str, text_pair: str | None = None, strategy: str = "batched"
+        self,
+        text: str,
+        text_pair: str | None = None,
+        strategy: str = "batched",
+        progress: Callable[[float, str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> ModelAttention:
         """Tokenize ``text``, run it, keep every layer's heads (see :class:`ModelAttention`).
 
-        TextError for empty text, a second text (a decoder reads one) or more tokens
-        than :attr:`max_tokens`.
+        A text too long to record every head runs as a long pass (``models.long_context``).
+        TextError for empty text, a second text, more tokens than :attr:`max_tokens` or a
+        long pass over the free memory; ``progress``, ``should_stop`` as in :meth:`forward`.
         """
         check_unicode("text", check_text("text", text))
         if text_pair is not None:
@@ -297,7 +338,11 @@ class DecoderModel:
             raise ValueError(f"strategy: a decoder runs 'batched' attention, not {strategy!r}.")
         ids = self.tokenizer.encode(text)
         self._check_ids(ids, "text")
-        result = self.forward(np.array(ids))
+        if not self.records_everything(len(ids)):
+            from attn_explorer.models.long_context import long_attention
+
+            return long_attention(self, ids, progress, should_stop)
+        result = self.forward(np.array(ids), progress=progress, should_stop=should_stop)
         assert result.query is not None and result.hidden_states is not None
         assert result.key is not None and result.value is not None
         assert result.scores is not None and result.weights is not None
@@ -386,9 +431,14 @@ class DecoderModel:
         ids = self.tokenizer.encode(self.chat_prompt(prompt) if chat else prompt)
         self._check_ids(ids, "prompt")
         cache = KVCache()
-        first = self.forward(np.array(ids), cache)  # the prompt, every head recorded
-        assert first.weights is not None
-        row, logits = first.weights[:, :, -1:, :], first.logits[-1]  # (L, H, 1, t)
+        if self.records_everything(len(ids)):
+            first = self.forward(np.array(ids), cache)  # the prompt, every head recorded
+            assert first.weights is not None
+            row, logits = first.weights[:, :, -1:, :], first.logits[-1]  # (L, H, 1, t)
+        else:  # a long prompt: by query blocks, only its last row's weights kept
+            from attn_explorer.models.long_context import long_prompt
+
+            row, logits = long_prompt(self, ids, cache)  # (L, H, 1, t), (vocab,)
         new: list[int] = []
         steps: list[np.ndarray] = []
         choices: list[list[tuple[int, float]]] = []

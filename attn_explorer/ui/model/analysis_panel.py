@@ -42,12 +42,11 @@ from attn_explorer.analysis import (
     Ablation,
     AblationEffect,
     AblationScan,
-    head_scores,
     logit_lens,
     next_token,
     rollout,
 )
-from attn_explorer.analysis.head_scores import probe_text
+from attn_explorer.analysis.head_scores import probe_text, result_head_scores
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.session import ModelSession, head_name
@@ -246,13 +245,19 @@ class AnalysisPanel(QWidget):
             self.rollout_image.clear()
             self.status.setText("Choose a model and type a sentence: its heads are scored here.")
             return
-        self.scores = head_scores(result.weights, result.input_ids)
+        self.scores = result_head_scores(result)  # a long text's: streamed by its pass
         self._show_scores()
-        flow = rollout(result.weights)
-        self.rollout_image.setImage(flow, levels=(0, float(flow.max())), lut=lut("sequential"))
-        self.rollout_bar.setLevels((0, float(flow.max())))
-        for axis in ("left", "bottom"):
-            self._rollout_item.getAxis(axis).set_tokens(result.tokens)
+        if isinstance(result.weights, np.ndarray):  # a long text has no T × T grid to roll out
+            flow = rollout(result.weights)
+            self.rollout_image.setImage(flow, levels=(0, float(flow.max())), lut=lut("sequential"))
+            self.rollout_bar.setLevels((0, float(flow.max())))
+            for axis in ("left", "bottom"):
+                self._rollout_item.getAxis(axis).set_tokens(result.tokens)
+        if decoder is not None and result.long is not None:
+            self.status.setText(
+                f"{len(result.tokens):,} tokens: head scores only (no rollout or lens)."
+            )
+            return
         if decoder is None:
             self.status.setText(DECODER_ONLY)
             self.effect_label.setText(DECODER_ONLY)

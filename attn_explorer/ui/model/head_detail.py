@@ -15,12 +15,18 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QRectF, QTimer
 
+from attn_explorer.models.decoder.long_pass import HeadStack
 from attn_explorer.models.session import Head, ShownValues
+from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
 
 #: The enlarged head's least size (pixels) before any tokens; long tokens widen it.
 DETAIL_MIN_PX = (200, 180)
+#: A long head zoomed to at most this many rows (and keys) is drawn cell by cell, its rows
+#: recomputed on demand; the zoom settles for this many ms first.
+ZOOM_ROWS, ZOOM_DEBOUNCE_MS = 1024, 80
 
 
 class HeadDetail(pg.PlotWidget):
@@ -60,6 +66,30 @@ class HeadDetail(pg.PlotWidget):
         self.colorbar.setImageItem(self.image, insert_in=plot)
         self.colorbar.axis.setTextPen(TEXT_RGB)
         self.colorbar.axis.setPen(TEXT_RGB)
+        self.zoomed = pg.ImageItem(axisOrder="row-major")  # exact cells over the blocks
+        self.zoomed.setVisible(False)
+        plot.addItem(self.zoomed)
+        self._zoom_source: tuple[HeadStack, Head, ShownValues] | None = None
+        self._zoom_timer = QTimer(self, singleShot=True, interval=ZOOM_DEBOUNCE_MS)
+        self._zoom_timer.timeout.connect(self._zoom_in)
+        box.sigRangeChanged.connect(lambda *_: self._zoom_timer.start())
+
+    def _zoom_in(self) -> None:
+        """Draw the visible cells exactly when the view spans at most ZOOM_ROWS rows."""
+        if self._zoom_source is None:
+            return
+        stack, (layer, head), shown = self._zoom_source
+        (x0, x1), (y0, y1) = self.getPlotItem().getViewBox().viewRange()
+        t = stack.shape[-1]
+        i0, i1 = max(0, int(y0)), min(t, int(np.ceil(y1)))
+        j0, j1 = max(0, int(x0)), min(t, int(np.ceil(x1)))
+        if i1 - i0 > ZOOM_ROWS or j1 - j0 > ZOOM_ROWS or i1 <= i0 or j1 <= j0:
+            self.zoomed.setVisible(False)
+            return
+        cells = stack.rows(layer, head, i0, i1)[:, j0:j1]  # (rows, keys), recomputed
+        self.zoomed.setImage(cells, levels=shown.levels, lut=lut(shown.colormap), autoLevels=False)
+        self.zoomed.setRect(QRectF(j0, i0, j1 - j0, i1 - i0))
+        self.zoomed.setVisible(True)
 
     def set_tokens(self, tokens: list[str]) -> None:
         """Write ``tokens`` on both axes (query i on the left, key j at the bottom)."""
@@ -69,17 +99,36 @@ class HeadDetail(pg.PlotWidget):
             if isinstance(axis, TokenAxis):
                 axis.set_tokens(tokens)
 
-    def set_head(self, values: np.ndarray, shown: ShownValues, title: str) -> None:
-        """Show one head's (T, T) ``values`` on ``shown``'s colour scale, named ``title``."""
+    def set_head(
+        self, values: np.ndarray, shown: ShownValues, title: str, head: Head | None = None
+    ) -> None:
+        """Show one head's (T, T) ``values`` on ``shown``'s colour scale, named ``title``.
+
+        ``values`` may be blocks of a longer head (``shown.values`` a HeadStack, each pixel
+        a block): the image is stretched over T × T token units, the title says so, and
+        the plot zooms (wheel, drag): a view of at most ZOOM_ROWS rows is drawn cell by
+        cell from rows of ``head`` recomputed on demand.
+        """
         plot = self.getPlotItem()
+        extent = shown.values.shape[-1]
+        stack = shown.values if isinstance(shown.values, HeadStack) else None
+        self._zoom_source = None
+        if stack is not None and head is not None and values.shape[1] < extent:
+            self._zoom_source = (stack, head, shown)
+        self.zoomed.setVisible(False)
+        plot.getViewBox().setMouseEnabled(
+            self._zoom_source is not None, self._zoom_source is not None
+        )
         self.image.setImage(values, autoLevels=False)
+        self.image.setRect(QRectF(0, 0, extent, extent))
         self.colorbar.setColorMap(self._color_maps[shown.colormap])
         self.colorbar.setLevels(shown.levels)
         self.colorbar.axis.setLabel(shown.label)
+        if values.shape[1] < extent:
+            block = -(-extent // values.shape[1])
+            title = f"{title} · {block} × {block} tokens a pixel"
         plot.setTitle(title, color=TEXT_RGB)
-        plot.getViewBox().setRange(
-            xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0
-        )
+        plot.getViewBox().setRange(xRange=(0, extent), yRange=(0, extent), padding=0)
 
     def hold_width(self) -> None:
         """Never narrower than the axes, image and colour bar need.

@@ -169,7 +169,7 @@ class HeatmapItem(pg.ImageItem):
         if ev.isExit() or self.image is None:
             self._hovered(self.head, None)
             return
-        pos = ev.pos()
+        pos = self.mapToParent(ev.pos())  # token units, also where an image shows blocks
         self._hovered(self.head, (int(np.floor(pos.y())), int(np.floor(pos.x()))))
 
 
@@ -330,12 +330,22 @@ class ThumbnailGrid(QScrollArea):
         self._fit()
 
     def set_images(
-        self, values: np.ndarray, levels: tuple[float, float], table: np.ndarray
+        self,
+        values: np.ndarray,
+        levels: tuple[float, float],
+        table: np.ndarray,
+        tokens: int | None = None,
     ) -> None:
-        """Show ``values`` (L, H, T, T) on the colour scale ``levels`` through ``table``."""
+        """Show ``values`` (L, H, T, T) on the colour scale ``levels`` through ``table``.
+
+        ``values`` may be (L, H, n, n) block previews of ``tokens`` tokens: each image is
+        stretched over T × T token units, so hovers and ranges still count tokens.
+        """
+        extent = tokens or values.shape[-1]
         for (layer, head), (box, item) in self.thumbnails.items():
             item.setImage(values[layer, head], levels=levels, lut=table, autoLevels=False)
-            box.setRange(xRange=(0, values.shape[-1]), yRange=(0, values.shape[-2]), padding=0)
+            item.setRect(QRectF(0, 0, extent, extent))
+            box.setRange(xRange=(0, extent), yRange=(0, extent), padding=0)
 
     def set_selected(self, selected: Head) -> None:
         """Frame the thumbnail of ``selected`` (layer, head), embolden its labels, show it."""

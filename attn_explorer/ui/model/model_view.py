@@ -56,6 +56,7 @@ from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail
 from attn_explorer.ui.model.heads_splitter import HeadsSplitter, LowerTabs
 from attn_explorer.ui.model.install_panel import InstallPanel
+from attn_explorer.ui.model.long_context import PassProgress
 from attn_explorer.ui.model.model_choice import ModelPicker, remember_dock_width
 from attn_explorer.ui.model.model_grid import HeatmapItem, ThumbnailGrid
 from attn_explorer.ui.model.position_panel import PositionPanel
@@ -168,7 +169,7 @@ class ModelView(QWidget):
         options.addWidget(self.scores_check)
         options.addWidget(self.batch.toggle)
         options.addStretch(1)
-
+        options.addWidget(PassProgress(self._runner, self._show_status))  # long passes: Stop
         head_panel = QWidget()
         head_layout = QVBoxLayout(head_panel)
         head_layout.setContentsMargins(0, 0, 0, 0)
@@ -345,7 +346,7 @@ class ModelView(QWidget):
 
         def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> object:
             try:
-                return session.run(request, should_stop)
+                return session.run(request, should_stop, progress)
             finally:
                 done.set()
 
@@ -466,16 +467,15 @@ class ModelView(QWidget):
         if self.session.result is None:
             return
         shown = self.session.shown()
-        self.grid.set_images(shown.values, shown.levels, lut(shown.colormap))
+        self.grid.set_images(shown.grid, shown.levels, lut(shown.colormap), shown.values.shape[-1])
         self._on_selection(*self.session.selected_head)
 
     def _refresh_detail(self) -> None:
         if self.session.result is None:
             return
-        layer, head = self.session.selected_head
-        shown = self.session.shown()
-        values = shown.values[layer, head]  # (T, T): row = query i, column = key j
-        self.detail.set_head(values, shown, head_name(layer, head))
+        (layer, head), shown = self.session.selected_head, self.session.shown()
+        values = shown.head(layer, head)  # (T, T) or blocks of it: row = query i, column = key j
+        self.detail.set_head(values, shown, head_name(layer, head), (layer, head))
 
     @Slot()
     def _refresh_summaries(self, *_: object) -> None:

@@ -1,0 +1,450 @@
+"""A decoder at its full context in bounded memory: attention by query blocks, heads on demand.
+
+At T tokens a pass that records every head holds L·H·T² weights (SmolLM2 at 8 192
+tokens: 145 GB). The long pass keeps instead what recomputing any head needs — each
+layer's post-RoPE query (L, H, T, d) and key/value (L, H_kv, T, d) and the layer
+inputs (L + 1, T, hidden), float32, O(L·T·width) — and computes each layer's
+attention one block of query rows at a time::
+
+    for each block of rows i0 … i1 − 1:                  # H heads at once
+        raw = Q[:, i0:i1] · K[:, :i1]ᵀ                   # (H, bq, i1): only keys a row may see
+        w   = softmax(raw · scale, causal)               # whole rows: exact, no running max
+        out[:, i0:i1] = w · V[:, :i1]                    # (H, bq, d)
+        fold w into the previews, summaries, head scores # while it is in memory
+
+so no T × T array per head-stack is ever held (one block is H · bq · T floats). While
+a block's weights are there they are folded into what the views need: a block
+preview of each head (each pixel one block of cells: its largest weight, and its raw
+score farthest from 0 among visible keys, as :mod:`attn_explorer.state.results.preview`
+reduces the explorer's stages), the per-head summaries of
+:mod:`attn_explorer.models.summaries` and the head scores of
+:mod:`attn_explorer.analysis.head_scores` (only the key positions each definition
+reads). :class:`HeadStack` then answers ``weights[layer, head]`` (or rows of it) by
+recomputing that head from the kept query and key, with the same softmax.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from attn_explorer.compute.softmax import softmax_rows
+from attn_explorer.models.decoder.ops import softcap
+from attn_explorer.models.errors import TextError
+
+#: Most pixels per axis of a head's preview (the explorer's thumbnails use as many).
+PREVIEW_PIXELS = 256
+#: Query rows per block of the long pass (rounded up to whole preview blocks).
+QUERY_BLOCK = 64
+#: A pass that would record more than this (L·H·T² scores and weights, 8 bytes a cell)
+#: runs as a long pass instead.
+MAX_RECORD_BYTES = 1 << 30
+#: Index pairs kept for the duplicate / induction scores before they are read densely.
+MAX_PAIRS = 1 << 22
+
+
+def preview_block(tokens: int) -> int:
+    """Cells per preview pixel along an axis of ``tokens``: at most PREVIEW_PIXELS remain."""
+    return max(1, math.ceil(tokens / PREVIEW_PIXELS))
+
+
+def records_everything(layers: int, heads: int, tokens: int) -> bool:
+    """True when one pass may keep every head's (T × T) scores and weights."""
+    return layers * heads * tokens * tokens * 8 <= MAX_RECORD_BYTES
+
+
+def pass_bytes(
+    layers: int, heads: int, kv_heads: int, head_dim: int, hidden: int, ff: int, tokens: int
+) -> int:
+    """Bytes a long pass of ``tokens`` holds at its peak, besides the model's weights.
+
+    Kept: query, key, value (L, H + 2·H_kv, T, d), layer inputs (L + 1, T, hidden), two
+    (L, H, n, n) previews; per layer: the feed-forward's three (T, ff) arrays and a few
+    (T, hidden) ones; per block: raw scores, weights and a mask, (H, bq, T).
+    """
+    n = -(-tokens // preview_block(tokens))
+    kept = layers * (heads + 2 * kv_heads) * tokens * head_dim + (layers + 1) * tokens * hidden
+    kept += 2 * layers * heads * n * n
+    working = 3 * tokens * ff + 6 * tokens * hidden + 3 * heads * QUERY_BLOCK * tokens
+    return 4 * (kept + working)
+
+
+def available_bytes() -> int:
+    """Memory the system can still give (Linux MemAvailable), or a large number if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return 1 << 62
+
+
+def check_memory(needed: int, tokens: int, available: int | None = None) -> None:
+    """TextError, in one sentence, when ``needed`` bytes are more than the memory free now."""
+    free = available_bytes() if available is None else available
+    if needed > free:
+        raise TextError(
+            f"text: {tokens:,} tokens need about {needed / 1e9:.1f} GB for one pass, but only "
+            f"{free / 1e9:.1f} GB of memory is free; shorten the text or close other programs."
+        )
+
+
+def _blocks(x: np.ndarray, size: int, ufunc: np.ufunc) -> np.ndarray:
+    """``ufunc`` (max or min) over blocks of size × size cells of (…, R, C) ``x``; ragged ends."""
+    if size == 1:
+        return x
+    rows = ufunc.reduceat(x, np.arange(0, x.shape[-2], size), axis=-2)  # (…, ⌈R/s⌉, C)
+    return ufunc.reduceat(rows, np.arange(0, x.shape[-1], size), axis=-1)  # (…, ⌈R/s⌉, ⌈C/s⌉)
+
+
+def hidden_cells(i0: int, i1: int, window: int) -> tuple[int, np.ndarray]:
+    """The hidden keys of query rows i0 … i1 − 1 against keys 0 … i1 − 1.
+
+    Returns (first column, mask): ``mask`` (i1 − i0, i1 − first) is True where key
+    ``first + c`` is hidden from the row (later than it, or ``window`` or more before).
+    """
+    rows = np.arange(i0, i1)[:, None]  # (bq, 1)
+    first = 0 if window else i0
+    distance = rows - np.arange(first, i1)[None, :]  # (bq, i1 − first)
+    hidden = distance < 0
+    if window:
+        hidden |= distance >= window
+    return first, hidden
+
+
+def block_weights(raw: np.ndarray, i0: int, scale: float, cap: float, window: int) -> np.ndarray:
+    """Softmax weights (…, bq, i1) of raw scores (…, bq, i1) of rows i0 …: the long pass's
+    softmax and the heads' on demand, the same function so the two agree bit for bit."""
+    i1 = raw.shape[-1]
+    first, hidden = hidden_cells(i0, i1, window)
+    keep = np.ones((i1 - i0, i1), dtype=bool)
+    keep[:, first:] = ~hidden
+    if cap:  # Gemma 2: the scaled scores soft-capped before the softmax
+        weights, _ = softmax_rows(softcap(raw * raw.dtype.type(scale), cap), keep=keep)
+    else:
+        weights, _ = softmax_rows(raw, factor=scale, keep=keep)
+    return weights
+
+
+@dataclass
+class LayerKeys:
+    """How one layer's attention is recomputed: its scale, soft cap and window (0: none)."""
+
+    scale: float
+    cap: float = 0.0
+    window: int = 0
+
+
+@dataclass
+class LongStats:
+    """What the long pass folds from every block of weights, for L layers × H heads.
+
+    ``weights_preview`` (L, H, n, n): each block's largest weight; ``scores_preview``
+    each block's visible raw score farthest from 0 (−inf where a block has no visible
+    key). ``entropy``, ``first``, ``previous``, ``cls``, ``sep``, ``duplicate``,
+    ``induction`` (L, H) are float64 sums over rows (divided by their row counts in
+    :meth:`summaries` and :meth:`head_scores`). ``last_row`` (L, H, T): the last
+    query's weights (what a generation's first step shows).
+    """
+
+    layers: int
+    heads: int
+    tokens: int
+    input_ids: np.ndarray
+    key_tokens: tuple[np.ndarray, np.ndarray]  # the [CLS] and [SEP] key positions
+    block: int = field(init=False)
+    weights_preview: np.ndarray = field(init=False)
+    scores_preview: np.ndarray = field(init=False)
+    sums: dict[str, np.ndarray] = field(init=False)
+    last_row: np.ndarray = field(init=False)
+    score_low: float = math.inf
+    score_high: float = -math.inf
+    _pairs: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.block = preview_block(self.tokens)
+        n = -(-self.tokens // self.block)
+        shape = (self.layers, self.heads, n, n)
+        self.weights_preview = np.zeros(shape, dtype=np.float32)
+        self.scores_preview = np.full(shape, -np.inf, dtype=np.float32)
+        names = ("entropy", "first", "previous", "cls", "sep", "duplicate", "induction")
+        self.sums = {name: np.zeros((self.layers, self.heads)) for name in names}
+        self.last_row = np.zeros((self.layers, self.heads, self.tokens), dtype=np.float32)
+        self._pairs = {
+            "duplicate": _pairs(self.input_ids, 0),
+            "induction": _pairs(self.input_ids, 1),
+        }
+
+    def fold(
+        self, layer: int, i0: int, raw: np.ndarray, weights: np.ndarray, keys: LayerKeys
+    ) -> None:
+        """Fold one block: ``raw`` scores and ``weights`` (H, bq, i1) of rows i0 … i1 − 1.
+
+        ``raw`` is overwritten (its hidden cells become ±inf for the score preview).
+        """
+        bq, i1 = raw.shape[-2:]
+        r, n0 = self.block, i0 // self.block
+        n1, c1 = n0 + -(-bq // r), -(-i1 // r)
+        self.weights_preview[layer, :, n0:n1, :c1] = _blocks(weights, r, np.maximum)
+        sums = self.sums
+        rows = np.arange(bq)
+        top = weights.max(axis=-1)  # (H, bq): exp(0) / ℓ, so −ln of it is ln ℓ
+        mixed = np.einsum("hij,hij->hi", weights, raw, dtype=np.float64)  # Σ_j w·raw
+        first, hidden = hidden_cells(i0, i1, keys.window)
+        np.copyto(raw[..., first:], np.float32(-np.inf), where=hidden)
+        high = _blocks(raw, r, np.maximum)
+        row_max = raw.max(axis=-1).astype(np.float64)  # (H, bq): the largest visible raw score
+        if keys.cap:  # ln w = capped − m − ln ℓ: the entropy of the capped scores, directly
+            safe = np.where(weights > 0, weights, np.float32(1))
+            entropy = -(weights * np.log(safe)).sum(axis=-1, dtype=np.float64)
+        else:  # −Σ w ln w = m − Σ w·s + ln ℓ, s = raw · scale
+            entropy = keys.scale * (row_max - mixed) - np.log(top.astype(np.float64))
+        sums["entropy"][layer] += entropy.sum(axis=-1)
+        np.copyto(raw[..., first:], np.float32(np.inf), where=hidden)
+        low = _blocks(raw, r, np.minimum)
+        with np.errstate(invalid="ignore"):  # a block of hidden keys: −inf (its top), kept
+            far = np.where(low + high < 0, low, high)
+        self.scores_preview[layer, :, n0:n1, :c1] = far
+        finite = np.isfinite(high)
+        if finite.any():
+            self.score_low = min(self.score_low, float(low[finite].min()))
+            self.score_high = max(self.score_high, float(high[finite].max()))
+        sums["first"][layer] += weights[..., 0].sum(axis=-1)
+        if i0 == 0:
+            rows = rows[1:]
+        sums["previous"][layer] += weights[:, rows, rows + i0 - 1].sum(axis=-1)
+        for name, where in zip(("cls", "sep"), self.key_tokens, strict=True):
+            seen = where[where < i1]
+            sums[name][layer] += weights[..., seen].sum(axis=(-1, -2), dtype=np.float64)
+        for name in ("duplicate", "induction"):
+            sums[name][layer] += self._pattern_mass(name, i0, weights)
+        if i0 + bq == self.tokens:
+            self.last_row[layer, :, :i1] = weights[:, -1]
+
+    def _pattern_mass(self, name: str, i0: int, weights: np.ndarray) -> np.ndarray:
+        """(H,) Σ of weights over the (i, j) pairs of a pattern whose row is in this block."""
+        bq, i1 = weights.shape[-2:]
+        pairs = self._pairs[name]
+        if pairs is not None:
+            rows, cols = pairs
+            a, b = np.searchsorted(rows, [i0, i0 + bq])
+            picked = weights[:, rows[a:b] - i0, cols[a:b]]  # (H, pairs in this block)
+            mass: np.ndarray = picked.sum(axis=-1, dtype=np.float64)
+            return mass
+        mask = _pattern_rows(self.input_ids, i0, i0 + bq, 1 if name == "induction" else 0)
+        dense: np.ndarray = np.einsum("hij,ij->h", weights, mask[:, :i1], dtype=np.float64)
+        return dense
+
+    def means(self) -> dict[str, np.ndarray]:
+        """(L, H) means over rows, as models.summaries and analysis.head_scores define them."""
+        t, ids = self.tokens, self.input_ids
+        defined = {
+            name: sum(
+                int(_pattern_rows(ids, i0, min(i0 + 512, t), shift).any(axis=1).sum())
+                for i0 in range(0, t, 512)
+            )
+            for name, shift in (("duplicate", 0), ("induction", 1))
+        }
+        means = {
+            "entropy": self.sums["entropy"] / t,
+            "cls": self.sums["cls"] / t,
+            "sep": self.sums["sep"] / t,
+            "first": self.sums["first"] / t,
+            "previous": self.sums["previous"] / (t - 1)
+            if t > 1
+            else np.zeros_like(self.sums["first"]),
+        }
+        for name, count in defined.items():
+            means[name] = (
+                self.sums[name] / count if count else np.full_like(self.sums[name], np.nan)
+            )
+        return means
+
+
+def _pattern_rows(ids: np.ndarray, i0: int, i1: int, shift: int) -> np.ndarray:
+    """(i1 − i0, T) boolean: shift 0 the duplicate set D_i, shift 1 the induction set S_i."""
+    same = ids[i0:i1, None] == ids[None, :]  # (rows, T)
+    t = ids.size
+    earlier: np.ndarray = same & (np.arange(t)[None, :] < np.arange(i0, i1)[:, None])
+    if not shift:
+        return earlier
+    mask: np.ndarray = np.zeros_like(earlier)
+    mask[:, 1:] = earlier[:, :-1]  # key j + 1 after an earlier copy j of token i
+    mask &= np.arange(t)[None, :] < np.arange(i0, i1)[:, None]
+    return mask
+
+
+def _pairs(ids: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The (row, key) pairs of a pattern sorted by row, or None when there are over MAX_PAIRS."""
+    order = np.argsort(ids, kind="stable")
+    _, starts, counts = np.unique(ids[order], return_index=True, return_counts=True)
+    if int((counts.astype(np.int64) ** 2).sum()) // 2 > MAX_PAIRS:
+        return None
+    rows_list, cols_list = [], []
+    for start, count in zip(starts, counts, strict=True):
+        if count < 2:
+            continue
+        where = np.sort(order[start : start + count])  # positions of one id, ascending
+        i, j = np.triu_indices(count, k=1)  # j-th earlier, i-th later: (where[i], where[j])
+        rows_list.append(where[j])
+        cols_list.append(where[i])
+    if not rows_list:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows, cols = np.concatenate(rows_list), np.concatenate(cols_list)  # later i, earlier j
+    if shift:  # induction: key j + 1, and only where j + 1 < i
+        cols = cols + 1
+        ok = cols < rows
+        rows, cols = rows[ok], cols[ok]
+    order = np.argsort(rows, kind="stable")
+    return rows[order], cols[order]
+
+
+def long_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    keys: LayerKeys,
+    fold: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
+) -> np.ndarray:
+    """Causal attention of (H, T, d) queries on (H_kv, T, d) keys and values, by query blocks.
+
+    Query head h reads key/value head h // (H / H_kv), broadcast, never copied. Each
+    block's raw scores and weights (H, bq, i1) go to ``fold(i0, raw, weights)`` before
+    the next block is computed. Returns the output (H, T, d).
+    """
+    heads, t, d = q.shape
+    kv = k.shape[0]
+    group = heads // kv
+    block = max(QUERY_BLOCK, preview_block(t))
+    block = -(-block // preview_block(t)) * preview_block(t)  # whole preview rows per block
+    output = np.empty((heads, t, v.shape[-1]), dtype=q.dtype)
+    with threadpool_limits(limits=1, user_api="blas"):  # small matmuls: more threads only wait
+        for i0 in range(0, t, block):
+            i1, bq = min(i0 + block, t), min(block, t - i0)
+            rows = q[:, i0:i1].reshape(kv, group * bq, d)  # (H_kv, G·bq, d)
+            raw = np.matmul(rows, k[:, :i1].swapaxes(-1, -2))  # (H_kv, G·bq, d) @ (H_kv, d, i1)
+            raw = raw.reshape(heads, bq, i1)  # (H, bq, i1)
+            weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window)
+            mixed = np.matmul(weights.reshape(kv, group * bq, i1), v[:, :i1])  # (H_kv, G·bq, d)
+            output[:, i0:i1] = mixed.reshape(heads, bq, -1)
+            if fold is not None:
+                fold(i0, raw, weights)
+    return output
+
+
+class HeadStack:
+    """An (L, H, T, T) stage that is never held: each head recomputed when it is read.
+
+    ``stack[layer, head]`` is that head's (T, T) float32 ``stage`` ("weights": 0 above
+    the diagonal; "scores": raw Q·Kᵀ of every cell), ``stack[layer, head, i]`` one row,
+    ``stack[layer, head, i0:i1]`` rows, ``stack[layer, head, i, j]`` one value —
+    recomputed from the kept query and key with the long pass's own softmax.
+    ``preview`` (L, H, n, n) is the pass's block preview of the stage, each pixel
+    ``block`` × ``block`` cells.
+    """
+
+    def __init__(
+        self,
+        stage: str,
+        query: np.ndarray,
+        key: np.ndarray,
+        kv_heads: np.ndarray,
+        layer_keys: list[LayerKeys],
+        preview: np.ndarray,
+        block: int,
+    ) -> None:
+        self.stage = stage
+        self.query, self.key, self.kv_heads = query, key, kv_heads
+        self.layer_keys = layer_keys
+        self.preview, self.block = preview, block
+        layers, heads, tokens = query.shape[:3]
+        self.shape = (layers, heads, tokens, tokens)
+        self.ndim = 4
+        self.dtype = query.dtype
+        self._last: tuple[tuple[int, int], np.ndarray] | None = None
+
+    def __repr__(self) -> str:
+        return f"HeadStack({self.stage}, shape={self.shape}, recomputed per head)"
+
+    def __array__(self, *_: object, **__: object) -> np.ndarray:
+        raise ValueError(
+            f"{self.stage}: the {self.shape} stage of a long text is never held; "
+            "read one head (stack[layer, head]) or rows of it."
+        )
+
+    def rows(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start`` … ``stop`` − 1 of one head: (stop − start, T) float32."""
+        t = self.shape[-1]
+        q = self.query[layer, head, start:stop]  # (rows, d)
+        k = self.key[layer, int(self.kv_heads[head])]  # (T, d)
+        if self.stage == "scores":
+            scores: np.ndarray = q @ k.T  # (rows, d) @ (d, T): every cell, as a full pass
+            return scores
+        out = np.zeros((stop - start, t), dtype=self.dtype)
+        keys = self.layer_keys[layer]
+        with threadpool_limits(limits=1, user_api="blas"):  # small matmuls, as in the pass
+            for i0 in range(start, stop, QUERY_BLOCK):  # each row sees keys up to itself only
+                i1 = min(i0 + QUERY_BLOCK, stop)
+                raw = q[i0 - start : i1 - start] @ k[:i1].T  # (bq, d) @ (d, i1)
+                weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window)
+                out[i0 - start : i1 - start, :i1] = weights
+        return out
+
+    def head(self, layer: int, head: int) -> np.ndarray:
+        """One head's whole (T, T) stage, recomputed (the last one asked for is kept)."""
+        if self._last is not None and self._last[0] == (layer, head):
+            return self._last[1]
+        values = self.rows(layer, head, 0, self.shape[-1])
+        self._last = ((layer, head), values)
+        return values
+
+    def reduced(self, layer: int, head: int, pixels: int) -> np.ndarray:
+        """One head in blocks, at most ``pixels`` a side: each block's largest weight, or its
+        raw score farthest from 0; the head itself when it is no longer. Rows are computed
+        a few blocks at a time, so the whole head is never held."""
+        t = self.shape[-1]
+        size = max(1, math.ceil(t / pixels))
+        if size == 1:
+            return self.head(layer, head)
+        n = -(-t // size)
+        out = np.empty((n, n), dtype=self.dtype)
+        step = size * max(1, 256 // size)  # rows per computation: whole blocks
+        for r0 in range(0, t, step):
+            rows = self.rows(layer, head, r0, min(r0 + step, t))
+            high = _blocks(rows, size, np.maximum)
+            if self.stage == "scores":
+                low = _blocks(rows, size, np.minimum)
+                high = np.where(low + high < 0, low, high)
+            out[r0 // size : r0 // size + high.shape[0]] = high
+        return out
+
+    def __getitem__(self, key: object) -> np.ndarray:
+        if not isinstance(key, tuple) or not 2 <= len(key) <= 4:
+            raise TypeError(f"{self.stage}: index one head as [layer, head(, rows(, keys))].")
+        layer = range(self.shape[0])[operator.index(key[0])]  # −1 counts from the end
+        head = range(self.shape[1])[operator.index(key[1])]
+        if len(key) == 2:
+            return self.head(layer, head)
+        rows, t = key[2], self.shape[-1]
+        values: np.ndarray
+        if isinstance(rows, slice):
+            start, stop, step = rows.indices(t)
+            values = self.rows(layer, head, start, max(start, stop))[::step]
+        else:
+            i = range(t)[operator.index(rows)]
+            values = self.rows(layer, head, i, i + 1)[0]
+        if len(key) == 4:
+            picked: np.ndarray = values[..., key[3]]
+            return picked
+        return values

