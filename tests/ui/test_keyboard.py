@@ -319,3 +319,18 @@ def test_the_timing_dock_in_front_is_a_panel_of_f6_and_tab(qtbot, window):
     assert QApplication.focusWidget() is panel.time_button
     press(qtbot, Key.Key_Tab)
     assert QApplication.focusWidget() is panel.sweep_button
+
+
+def test_commands_reach_the_window_from_the_code_view(qtbot, window):
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    code = window.code_panel.findChild(QPlainTextEdit)
+    assert code is not None and code.isReadOnly()
+    fired = []
+    for action in (window.menu_actions.paste, window.menu_actions.export):
+        action.triggered.disconnect()
+        action.triggered.connect(lambda _checked=False, a=action: fired.append(a.text()))
+    focus_on(qtbot, window, code)
+    press(qtbot, Key.Key_V, CTRL)
+    press(qtbot, Key.Key_E, CTRL)
+    assert fired == [window.menu_actions.paste.text(), window.menu_actions.export.text()]

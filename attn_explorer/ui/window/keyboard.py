@@ -110,7 +110,7 @@ def text_field(widget: QWidget) -> QLineEdit | QPlainTextEdit | QTextEdit | None
     if isinstance(widget, QLineEdit):
         return None if widget.isReadOnly() else widget
     if isinstance(widget, (QPlainTextEdit, QTextEdit)):
-        return widget  # read-only ones keep Copy / Select all only: still text
+        return widget
     return None
 
 
