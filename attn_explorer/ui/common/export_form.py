@@ -15,6 +15,7 @@ from attn_explorer.state.storage.export import (
     MAX_WIDTH,
     MIN_WIDTH,
 )
+from attn_explorer.ui.common.text import add_mnemonics
 
 #: The export dialog's choices of heads: (label, value for ``export_heatmaps``).
 #: How the export dialog words each of state.export's HEAD_CHOICES.
@@ -33,6 +34,7 @@ def accepted(dialog: QDialog, form: QFormLayout) -> bool:
     buttons.accepted.connect(dialog.accept)
     buttons.rejected.connect(dialog.reject)
     form.addRow(buttons)
+    add_mnemonics(dialog)
     return dialog.exec() == QDialog.DialogCode.Accepted
 
 

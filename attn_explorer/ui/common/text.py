@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtWidgets import QAbstractButton, QDialogButtonBox, QMessageBox, QWidget
 
 
 def plain_tooltip(text: str) -> str:
@@ -28,4 +28,32 @@ def message_box(
     """Show a modal message box with plain ``text``; returns the button pressed."""
     box = QMessageBox(icon, title, text, buttons, parent)
     box.setTextFormat(Qt.TextFormat.PlainText)
+    add_mnemonics(box)
     return QMessageBox.StandardButton(box.exec())
+
+
+def add_mnemonics(dialog: QWidget) -> None:
+    """Give each button of ``dialog``'s button box an Alt+letter: ``&Discard``, ``&Cancel``.
+
+    A button that has one keeps it; the others take the first letter of their text not
+    yet taken (its first letter where it can).
+    """
+    buttons = [
+        b
+        for box in dialog.findChildren(QDialogButtonBox)
+        for b in box.findChildren(QAbstractButton)
+    ]
+    used = set()
+    for button in buttons:
+        text = button.text().replace("&&", "")
+        if "&" in text and text.index("&") + 1 < len(text):
+            used.add(text[text.index("&") + 1].lower())
+    for button in buttons:
+        text = button.text()
+        if "&" in text.replace("&&", ""):
+            continue
+        for n, char in enumerate(text):
+            if char.isalnum() and char.lower() not in used:
+                used.add(char.lower())
+                button.setText(text[:n] + "&" + text[n:])
+                break

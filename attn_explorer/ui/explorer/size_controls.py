@@ -1,12 +1,16 @@
-"""The B, H, T, d spin boxes and the fill of new cells; a new size is applied on Enter.
+"""The B, H, T, d spin boxes and the fill of new cells; a new size is applied on Enter or Apply.
 
-``set_from_state`` pushes the session's sizes into the spins; ``apply`` carries
-the user's sizes into the session (a refused size puts the real ones back).
+One rule for the sizes: typing into a box changes nothing until Enter (in the box) or
+Apply. Leaving the box keeps the typed size *pending*: the box shows it, Apply is
+enabled and names it, and the status bar says how to apply it; Escape in the box puts
+the size in effect back. ``set_from_state`` pushes the session's sizes into the spins;
+``apply`` carries the user's sizes into the session (a refused size puts the real ones back).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSignalBlocker
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
+from PySide6.QtGui import QFocusEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -18,6 +22,40 @@ from PySide6.QtWidgets import (
 from attn_explorer.compute import LIMITS
 from attn_explorer.state import Session
 
+#: How each size's box is named (what a screen reader reads) and explained.
+SIZE_NAMES = {
+    "B": ("B, batch size", "batch size: separate inputs processed together"),
+    "H": ("H, number of heads", "number of heads: each with its own Q and K"),
+    "T": ("T, number of tokens", "number of tokens (sequence length): rows of Q, K, V"),
+    "d": ("d, vector size per head", "vector size per head: columns of Q and K"),
+}
+RULE = "Enter or Apply applies it; leaving the box keeps it pending; Escape puts it back"
+
+
+class SizeSpin(QSpinBox):
+    """One size's box: Enter asks to apply, Escape puts back the size in effect."""
+
+    applyRequested = Signal()
+    left = Signal()
+
+    def __init__(self, session: Session, index: int) -> None:
+        super().__init__()
+        self.session = session
+        self.index = index  # 0…3: B, H, T, d
+
+    def revert(self) -> None:
+        """Show the size in effect again (the keyboard's Escape calls it)."""
+        self.setValue(self.session.shape[self.index])
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        super().keyPressEvent(event)  # Enter interprets the text first
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.applyRequested.emit()
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        self.left.emit()
+
 
 class SizeControls(QWidget):
     """B, H, T, d spin boxes and the fill mode for new cells; applied on Enter / Apply."""
@@ -25,7 +63,7 @@ class SizeControls(QWidget):
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
-        self.spins: dict[str, QSpinBox] = {}
+        self.spins: dict[str, SizeSpin] = {}
         form = QGridLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         limits = {
@@ -34,24 +72,23 @@ class SizeControls(QWidget):
             "T": LIMITS.max_tokens,
             "d": LIMITS.max_dim,
         }
-        tips = {
-            "B": "batch size: separate inputs processed together",
-            "H": "number of heads: each with its own Q and K",
-            "T": "number of tokens (sequence length): rows of Q, K, V",
-            "d": "vector size per head: columns of Q and K",
-        }
         for n, (label, limit) in enumerate(limits.items()):
-            spin = QSpinBox()
+            spin = SizeSpin(session, n)
             spin.setRange(1, limit)
             spin.setPrefix(f"{label}=")
-            spin.setToolTip(tips[label] + f" (1 to {limit}); press Enter to apply")
+            name, tip = SIZE_NAMES[label]
+            spin.setAccessibleName(name)
+            spin.setToolTip(f"{tip} (1 to {limit}). A new size: {RULE}.")
             spin.setKeyboardTracking(False)
-            spin.editingFinished.connect(self.apply)
+            spin.valueChanged.connect(self._show_pending)
+            spin.applyRequested.connect(self.apply)
+            spin.left.connect(self._say_pending)
             form.addWidget(spin, 0, n)
             self.spins[label] = spin
         self.fill = QComboBox()
         self.fill.addItem("new cells: seeded random", "random")
         self.fill.addItem("new cells: 0", "zero")
+        self.fill.setAccessibleName("New cells start at")
         self.fill.setToolTip(
             "What new cells start at when you add tokens, dimensions or heads: seeded random "
             "numbers (visible in the heatmaps, the same every time) or zeros"
@@ -60,24 +97,60 @@ class SizeControls(QWidget):
             lambda: session.set_option("fill", self.fill.currentData())
         )
         form.addWidget(self.fill, 1, 0, 1, 2)
-        self.apply_button = QPushButton("Apply")
-        self.apply_button.setToolTip("Resize Q, K and V to these B, H, T, d (undoable)")
+        self.apply_button = QPushButton("&Apply")
+        self.apply_button.setAccessibleName("Apply the sizes")
         self.apply_button.clicked.connect(self.apply)
         form.addWidget(self.apply_button, 1, 2, 1, 2)
         session.events.shape.connect(self.set_from_state)
-        session.events.options.connect(lambda name: self.set_from_state())
+        session.events.options.connect(lambda name: self._set_fill())
         self.set_from_state()
+
+    def typed(self) -> tuple[int, int, int, int]:
+        """The sizes the boxes show (pending ones included)."""
+        b, h, t, d = (self.spins[k].value() for k in "BHTd")
+        return b, h, t, d
+
+    def pending(self) -> str:
+        """The typed sizes that are not in effect, as the user reads them ('' if none)."""
+        return ", ".join(
+            f"{label} = {typed}"
+            for label, typed, real in zip("BHTd", self.typed(), self.session.shape, strict=True)
+            if typed != real
+        )
 
     def set_from_state(self) -> None:
         for label, value in zip("BHTd", self.session.shape, strict=True):
             with QSignalBlocker(self.spins[label]):
                 self.spins[label].setValue(value)
+        self._set_fill()
+        self._show_pending()
+
+    def _set_fill(self) -> None:
         with QSignalBlocker(self.fill):
             self.fill.setCurrentIndex(self.fill.findData(self.session.options.fill))
 
+    def _show_pending(self) -> None:
+        pending = self.pending()
+        self.apply_button.setEnabled(bool(pending))
+        self.apply_button.setToolTip(
+            f"Resize Q, K and V to {pending} (undoable). Enter in a size box does the same."
+            if pending
+            else f"Nothing to apply: the boxes show the sizes in effect. A new size: {RULE}."
+        )
+
+    def _say_pending(self) -> None:
+        pending = self.pending()
+        if pending:
+            self.session.report(
+                f"{pending} not applied yet: press Enter in its box or Apply (Escape in the box "
+                "puts it back)",
+                "info",
+            )
+
     def apply(self) -> None:
-        b, h, t, d = (self.spins[k].value() for k in "BHTd")
+        b, h, t, d = self.typed()
         if (b, h, t, d) != self.session.shape and not self.session.resize(
             batch=b, heads=h, tokens=t, dim=d
         ):
             self.set_from_state()  # rejected: show the sizes that are really in effect
+        self._show_pending()

@@ -41,6 +41,7 @@ class StrategyToggle(QWidget):
             button.setText(f"{n + 1} {name}")
             button.setCheckable(True)
             button.setToolTip(f"{STRATEGY_TIPS[name]} (Alt+{n + 1})")
+            button.setAccessibleName(f"Strategy: {name}")  # not "1 loop": the digit is a key
             button.setMinimumWidth(76)
             self.group.addButton(button, n)
             layout.addWidget(button)
@@ -48,6 +49,7 @@ class StrategyToggle(QWidget):
         self.block = QSpinBox()
         self.block.setRange(MIN_BLOCK, MAX_BLOCK)
         self.block.setPrefix("block ")
+        self.block.setAccessibleName("Tiled strategy: block size")
         self.block.setToolTip(
             "Query rows and key columns of one tile of the tiled strategy (used when tiled)"
         )
@@ -91,6 +93,15 @@ class OptionsBar(QWidget):
         self.batch.setToolTip("Which batch entry (separate input, e.g. sentence) is shown")
         self.head = QComboBox()
         self.head.setToolTip("Which head's Q and K the tables show (the head dimension)")
+        for widget, name in (
+            (self.stage, "Stage"),
+            (self.scale, "Scale by 1/√d"),
+            (self.causal, "Causal mask"),
+            (self.shared, "Shared colour scale"),
+            (self.batch, "Batch entry"),
+            (self.head, "Head"),
+        ):
+            widget.setAccessibleName(name)
         self.stage_label = QLabel("stage")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -28,6 +28,7 @@ from attn_explorer.ui.window.actions import shortcut_rows
 from attn_explorer.ui.window.deferred import DeferredViews
 from attn_explorer.ui.window.docks import Docks, show_dock
 from attn_explorer.ui.window.file_commands import FileCommands
+from attn_explorer.ui.window.keyboard import HELP_LINES
 
 if TYPE_CHECKING:
     from attn_explorer.models import ModelAttention
@@ -238,9 +239,10 @@ class Commands:
         """Every shortcut, read from the actions themselves (the README's table agrees)."""
         lines = [f"{keys} — {what}" for keys, what in shortcut_rows(self.shortcut_actions())]
         lines.append(
-            "Alt+1 / Alt+2 / Alt+3 switch strategy while a table has the keyboard; "
+            "Alt+1 … Alt+4 switch strategy while a table or a box has the keyboard; "
             "Escape gives the keyboard back to the window"
         )
+        lines.extend(HELP_LINES)
         return "\n".join(lines)
 
     def show_shortcuts(self) -> None:

@@ -40,6 +40,7 @@ from attn_explorer.ui.window.commands import Commands
 from attn_explorer.ui.window.deferred import COLUMN_SIZES, DeferredViews
 from attn_explorer.ui.window.docks import Docks, inputs_panel, show_dock
 from attn_explorer.ui.window.file_commands import FileCommands
+from attn_explorer.ui.window.keyboard import Keyboard
 from attn_explorer.ui.window.status import StatusBar, follow_title
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class MainWindow(QMainWindow):
         for action in self.stepper.transport_actions():
             action.triggered.connect(lambda _checked=False: show_dock(self.stepper_dock))
         self.menuBar().setCornerWidget(self.lessons_dock.start_button, Qt.Corner.TopRightCorner)
+        self.keyboard = Keyboard(self)  # any focus reaches every shortcut; Tab, F6, Escape
         self.status.follow(self.session, self.recompute)
         follow_title(self, self.state)
         screen_fit.fit_window(self)
