@@ -136,7 +136,7 @@ class MainWindow(QMainWindow):
         self.strategy_toggle = StrategyToggle(s)
         self.strategy_toggle.setObjectName("strategy_toggle")
         self.options_bar = OptionsBar(s)
-        for name in ("stage", "scale", "causal"):
+        for name in ("stage", "scale", "causal", "window"):
             getattr(self.options_bar, name).setObjectName(name)
         self.size_controls = SizeControls(s)
         for name, label in (("batch", "B"), ("heads", "H"), ("tokens", "T"), ("dim", "d")):
