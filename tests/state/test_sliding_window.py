@@ -89,5 +89,5 @@ def test_session_files_keep_the_window_and_older_files_open_without_it(tmp_path)
     older = io.session_from_dict(data)
     assert older.options.window == 0 and older.options.causal
     data["options"]["window"] = -4
-    with pytest.raises(io.SessionFileError, match="options.window"):
+    with pytest.raises(io.SessionFileError, match=r"options\.window"):
         io.session_from_dict(data)
