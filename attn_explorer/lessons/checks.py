@@ -42,6 +42,17 @@ def _frame_text(window: LessonWindow, attribute: str) -> str:
     return "" if frame is None else str(getattr(frame, attribute))
 
 
+def _keys_seen(window: LessonWindow) -> list[int]:
+    """How many keys each query row of the shown head gives a weight above 0 (the mask's
+    band, read from the result on screen); [] before the first result."""
+    result = window.state.results.result
+    if result is None:
+        return []
+    options = window.session.options
+    weights = result.weights[options.batch_index, options.head]  # (T_q, T_k)
+    return [int(n) for n in (weights > 0).sum(axis=-1)]
+
+
 def _prediction_text(window: LessonWindow) -> str:
     frame = _frame(window)
     return "" if frame is None or frame.prediction is None else frame.prediction.text
@@ -54,6 +65,9 @@ READERS: dict[str, tuple[Callable[[LessonWindow], object], str]] = {
     "stage": (lambda w: w.session.options.stage, "str"),
     "granularity": (lambda w: w.session.options.granularity, "str"),
     "predict": (lambda w: w.session.options.predict, "bool"),
+    "causal": (lambda w: w.session.options.causal, "bool"),
+    "window": (lambda w: w.session.options.window, "int"),
+    "keys_seen": (_keys_seen, "any"),
     "heads": (lambda w: w.session.shape[1], "int"),
     "batch": (lambda w: w.session.shape[0], "int"),
     "tokens": (lambda w: w.session.shape[2], "int"),

@@ -32,6 +32,7 @@ HIGHLIGHT_TARGETS = (
     "stage",
     "scale",
     "causal",
+    "window",
     "batch",
     "heads",
     "tokens",
