@@ -12,7 +12,7 @@ from qt_idle import settle
 
 def test_the_window_control_makes_a_band_on_the_toy_example(qtbot, window, tmp_path):
     bar = window.options_bar
-    spin = bar.window
+    spin = bar.sliding_window
     assert spin.accessibleName() == "sliding window"
     assert spin.objectName() == "window"
     assert not spin.isEnabled()  # a window is a kind of causal mask: off until causal is on

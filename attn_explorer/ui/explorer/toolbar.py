@@ -85,12 +85,12 @@ class OptionsBar(QWidget):
         self.scale.setToolTip("Scale scores by 1/√d before softmax")
         self.causal = QCheckBox("causal")
         self.causal.setToolTip("Hide keys after the query (j > i): a language model's mask")
-        self.window = QSpinBox()  # a sliding window on the causal mask; 0 = none
-        self.window.setRange(0, LIMITS.max_tokens)
-        self.window.setPrefix("window ")
-        self.window.setSpecialValueText("no window")
-        self.window.setAccessibleName("sliding window")
-        self.window.setToolTip(
+        self.sliding_window = QSpinBox()  # a sliding window on the causal mask; 0 = none
+        self.sliding_window.setRange(0, LIMITS.max_tokens)
+        self.sliding_window.setPrefix("window ")
+        self.sliding_window.setSpecialValueText("no window")
+        self.sliding_window.setAccessibleName("sliding window")
+        self.sliding_window.setToolTip(
             "Sliding window w (with causal): query i sees only keys i−w+1 … i, as in Mistral "
             "and Gemma's local layers, so a KV cache holds w keys, not T"
         )
@@ -111,7 +111,7 @@ class OptionsBar(QWidget):
         )
         self.scale.toggled.connect(lambda on: session.set_option("scale", on))
         self.causal.toggled.connect(lambda on: session.set_option("causal", on))
-        self.window.valueChanged.connect(lambda v: session.set_option("window", v))
+        self.sliding_window.valueChanged.connect(lambda v: session.set_option("window", v))
         self.shared.toggled.connect(lambda on: session.set_option("shared_scale", on))
         self.batch.valueChanged.connect(lambda v: session.set_option("batch_index", v - 1))
         self.head.currentIndexChanged.connect(self._on_head_changed)
@@ -126,7 +126,7 @@ class OptionsBar(QWidget):
             self.stage,
             self.scale,
             self.causal,
-            self.window,
+            self.sliding_window,
             self.shared,
             self.batch,
             self.head,
@@ -141,9 +141,9 @@ class OptionsBar(QWidget):
             self.scale.setChecked(o.scale)
         with QSignalBlocker(self.causal):
             self.causal.setChecked(o.causal)
-        with QSignalBlocker(self.window):
-            self.window.setValue(o.window)
-            self.window.setEnabled(o.causal)
+        with QSignalBlocker(self.sliding_window):
+            self.sliding_window.setValue(o.window)
+            self.sliding_window.setEnabled(o.causal)
         with QSignalBlocker(self.shared):
             self.shared.setChecked(o.shared_scale)
         with QSignalBlocker(self.batch):
