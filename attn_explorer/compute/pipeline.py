@@ -2,7 +2,7 @@
 
     scores = Q Kᵀ                    (any strategy)
     scaled = scores · 1/√d           (or a given factor, or skipped)
-    masked = scaled with −inf where a key is hidden (causal and/or a boolean mask)
+    masked = scaled with −inf where a key is hidden (causal, a sliding window, a boolean mask)
     weights = softmax(masked) row by row
     output = weights @ V
 
@@ -61,10 +61,40 @@ def _scores(
     return scores.reshape(*q.shape[:-2], q.shape[-2], k.shape[-2])  # (…, T_q, T_k)
 
 
-def causal_keep(t_q: int, t_k: int) -> np.ndarray:
-    """Boolean (T_q, T_k): True where query i may see key j (j ≤ i, aligned at the last query)."""
+def causal_keep(t_q: int, t_k: int, window: int | None = None) -> np.ndarray:
+    """Boolean (T_q, T_k): True where query i may see key j (j ≤ i, aligned at the last query).
+
+    With a sliding ``window`` w (Mistral, Gemma's local layers) query i sees only the w
+    keys i − w + 1 … i: a band below the diagonal, so a cache needs to hold w keys, not T.
+    """
     offset = t_k - t_q
-    return np.arange(t_k)[None, :] <= (np.arange(t_q)[:, None] + offset)
+    rows = np.arange(t_q)[:, None] + offset  # (T_q, 1): the last key each query may see
+    keys = np.arange(t_k)[None, :]  # (1, T_k)
+    keep = keys <= rows  # (T_q, T_k)
+    if window is not None:
+        keep &= keys > rows - window  # hide keys w or more positions back
+    return keep
+
+
+def check_window(window: object, causal: bool) -> int | None:
+    """``window`` as None (no window) or a whole number ≥ 1; ValueError otherwise.
+
+    A sliding window is a causal mask with a band, so it needs ``causal=True``.
+    """
+    if window is None:
+        return None
+    if (
+        isinstance(window, bool | np.bool_)
+        or not isinstance(window, int | np.integer)
+        or window < 1
+    ):
+        raise ValueError(f"window: expected None or a whole number of keys ≥ 1, got {window!r}.")
+    if not causal:
+        raise ValueError(
+            "window: a sliding window hides keys before the query as well as after it; "
+            "it needs causal=True."
+        )
+    return int(window)
 
 
 @dataclass(frozen=True)
@@ -98,7 +128,7 @@ class AttentionResult:
         if self.keep is None:
             return self.scaled
         # [stage masked]
-        masked = np.where(self.keep, self.scaled, self.scores.dtype.type(-np.inf))  # hide j > i
+        masked = np.where(self.keep, self.scaled, self.scores.dtype.type(-np.inf))  # hidden: −inf
         # [end]
         return masked
 
@@ -149,9 +179,14 @@ def _check_flag(name: str, value: object) -> bool:
 
 
 def _combine_keep(
-    t_q: int, t_k: int, causal: bool, mask: object, scores_shape: tuple[int, ...]
+    t_q: int,
+    t_k: int,
+    causal: bool,
+    mask: object,
+    scores_shape: tuple[int, ...],
+    window: int | None = None,
 ) -> np.ndarray | None:
-    keep: np.ndarray | None = causal_keep(t_q, t_k) if causal else None
+    keep: np.ndarray | None = causal_keep(t_q, t_k, window) if causal else None
     if mask is not None:
         user = np.asarray(mask)
         if user.dtype != np.bool_:
@@ -182,13 +217,15 @@ def attention(
     mask: object | None = None,
     workspace: Workspace | None = None,
     block: int = DEFAULT_BLOCK,
+    window: int | None = None,
 ) -> AttentionResult:
     """Scaled dot-product attention, every stage kept (see the module docstring).
 
     ``query`` (…, T_q, d), ``key`` (…, T_k, d), ``value`` (…, T_k, d_v) share their
     leading dimensions. ``scale=True`` multiplies by 1/√d in the scores' dtype;
     a float gives the factor; ``False`` skips it. ``causal`` hides key j > query i
-    (aligned at the last query when T_q ≠ T_k). ``mask`` is boolean, broadcastable
+    (aligned at the last query when T_q ≠ T_k); with ``window`` w (causal only) query i
+    sees just the keys i − w + 1 … i, a sliding window. ``mask`` is boolean, broadcastable
     to the scores, True = keep. ``workspace`` lends the scores, weights and output
     arrays of an earlier call of the same shape once nothing refers to them any more
     (see :mod:`attn_explorer.compute.workspace`); the numbers are the same either way.
@@ -206,7 +243,7 @@ def attention(
     if strategy == "tiled":
         # A TiledResult has AttentionResult's attributes, its grid stages derived on access.
         return attention_tiled_result(  # type: ignore[return-value]
-            query, key, value, scale=scale, causal=causal, mask=mask, block=block
+            query, key, value, scale=scale, causal=causal, mask=mask, block=block, window=window
         )
     q, k = check_pair(query, key)
     v = None if value is None else _check_value(value, q, k)
@@ -215,7 +252,8 @@ def attention(
     t_q, t_k = q.shape[-2], k.shape[-2]
     factor = _scale_factor(scale, q.shape[-1])
     causal = _check_flag("causal", causal)
-    keep = _combine_keep(t_q, t_k, causal, mask, (*q.shape[:-1], t_k))  # checked before work
+    window = check_window(window, causal)
+    keep = _combine_keep(t_q, t_k, causal, mask, (*q.shape[:-1], t_k), window)  # before work
     grid = (*q.shape[:-1], t_k)  # (…, T_q, T_k)
     if workspace is not None:
         shapes = (grid, grid, (*q.shape[:-1], v.shape[-1] if v is not None else 0))
@@ -284,6 +322,7 @@ def attention_tiled_result(
     causal: bool = False,
     mask: object | None = None,
     block: int = DEFAULT_BLOCK,
+    window: int | None = None,
 ) -> TiledResult:
     """``attention(..., strategy="tiled")``: checked inputs in, a :class:`TiledResult` out."""
     block = check_block(block)
@@ -296,6 +335,7 @@ def attention_tiled_result(
     t_q, t_k = q.shape[-2], k.shape[-2]
     factor = _scale_factor(scale, q.shape[-1])
     causal = _check_flag("causal", causal)
+    window = check_window(window, causal)
     user = _combine_keep(t_q, t_k, False, mask, (*q.shape[:-1], t_k))
     q4 = to_4d(q)
     keep4 = None if user is None else np.broadcast_to(user, (*q.shape[:-1], t_k))
@@ -304,16 +344,17 @@ def attention_tiled_result(
     with np.errstate(over="raise", invalid="raise"):
         try:
             output, row_max, row_sum = attention_tiled(
-                q4, to_4d(k), to_4d(v), factor, causal=causal, keep=keep4, block=block
-            )
+                q4, to_4d(k), to_4d(v), factor, causal=causal, keep=keep4, block=block,
+                window=window,
+            )  # fmt: skip
         except FloatingPointError:
             raise ValueError(
                 f"scores: S · scale is not finite (scale = {factor:g}, {q.dtype}); use a "
                 "smaller scale or smaller query/key values."
             ) from None
-    keep = causal_keep(t_q, t_k) if causal and user is None else None
+    keep = causal_keep(t_q, t_k, window) if causal and user is None else None
     if causal and user is not None:
-        keep = causal_keep(t_q, t_k) & user
+        keep = causal_keep(t_q, t_k, window) & user
     elif user is not None:
         keep = user
     lead = q.shape[:-1]  # (…, T_q)

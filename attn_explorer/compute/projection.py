@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attn_explorer.compute.pipeline import AttentionResult, attention
+from attn_explorer.compute.pipeline import AttentionResult, attention, check_window
 from attn_explorer.compute.validation import (
     as_float_array,
     check_limits,
@@ -90,12 +90,14 @@ def multi_head_attention(
     scale: bool | float = True,
     causal: bool = False,
     mask: object | None = None,
+    window: int | None = None,
 ) -> MultiHeadResult:
     """Project ``x`` (B, T, d_model) into H heads, attend, and merge the heads back.
 
     ``w_query``/``w_key``/``w_value`` are (d_model, H·d_head), optional biases
     (H·d_head,); ``w_out`` (H·d_head, d_model) with bias ``b_out``. ``mask`` is
     boolean and broadcastable to (B, H, T, T) — e.g. a padding mask (B, 1, 1, T).
+    ``window`` (with ``causal``) is a sliding window: query i sees keys i − w + 1 … i.
     """
     x_arr = as_float_array("x", x)
     if x_arr.ndim != 3 or 0 in x_arr.shape:
@@ -104,6 +106,7 @@ def multi_head_attention(
         )
     if isinstance(heads, bool) or not isinstance(heads, int | np.integer) or heads < 1:
         raise ValueError(f"heads: expected a whole number ≥ 1, got {heads!r}.")
+    window = check_window(window, bool(causal))
     dtype = x_arr.dtype
     batch, tokens, d_model = x_arr.shape
     # Every shape and value is checked before the first projection is allocated.
@@ -149,7 +152,9 @@ def multi_head_attention(
     k = project("w_key", "b_key")
     v = project("w_value", "b_value")
     # One call covers every batch entry and every head: (B, H, T, d_head) in, (B, H, T, T) out.
-    result = attention(q, k, v, strategy=strategy, scale=scale, causal=causal, mask=mask)
+    result = attention(
+        q, k, v, strategy=strategy, scale=scale, causal=causal, mask=mask, window=window
+    )
     assert result.output is not None
     merged = merge_heads(result.output)  # (B, T, H·d_head)
     if w_out_arr is not None:

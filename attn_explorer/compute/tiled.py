@@ -53,21 +53,42 @@ def check_block(block: object) -> int:
 
 
 def hidden_in_tile(
-    i0: int, i1: int, j0: int, j1: int, offset: int, causal: bool, keep: np.ndarray | None
+    i0: int,
+    i1: int,
+    j0: int,
+    j1: int,
+    offset: int,
+    causal: bool,
+    keep: np.ndarray | None,
+    window: int | None = None,
 ) -> np.ndarray | None:
     """Boolean tile (…, i1 − i0, j1 − j0), True where a key is hidden; None if none is.
 
     Causal hides key j from query i when j > i + offset (offset = T_k − T_q: aligned at
-    the last query); ``keep`` (broadcast to the whole grid, True = visible) hides more.
+    the last query); a sliding ``window`` w (causal only) also hides j ≤ i + offset − w;
+    ``keep`` (broadcast to the whole grid, True = visible) hides more.
     """
     hidden = None
-    if causal and j1 - 1 > i0 + offset:  # some key of the tile lies right of the diagonal
+    right = causal and j1 - 1 > i0 + offset  # some key of the tile lies right of the diagonal
+    left = window is not None and j0 <= i1 - 1 + offset - window  # some key left of the band
+    if right or left:
         rows = np.arange(i0, i1)[:, None] + offset  # (bq, 1)
-        hidden = np.arange(j0, j1)[None, :] > rows  # (bq, bk)
+        keys = np.arange(j0, j1)[None, :]  # (1, bk)
+        hidden = keys > rows  # (bq, bk)
+        if window is not None:
+            hidden |= keys <= rows - window
     if keep is not None:
         user = ~keep[..., i0:i1, j0:j1]  # a view of the broadcast mask, then one tile
         hidden = user if hidden is None else (hidden | user)
     return hidden
+
+
+def first_key_block(i0: int, offset: int, window: int | None, block: int) -> int:
+    """The first key block a query block from row ``i0`` needs: 0, or with a sliding
+    ``window`` w the block holding key i0 + offset − w + 1, the first its top row sees."""
+    if window is None:
+        return 0
+    return max(0, i0 + offset - window + 1) // block * block
 
 
 def attention_tiled(
@@ -79,13 +100,16 @@ def attention_tiled(
     causal: bool = False,
     keep: np.ndarray | None = None,
     block: int = DEFAULT_BLOCK,
+    window: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """softmax(Q Kᵀ · factor, hidden keys −inf) @ V, one (block × block) tile at a time.
 
     ``query`` is (B, H, T_q, d); ``key`` (B, H_kv, T_k, d) and ``value`` (B, H_kv, T_k, d_v)
     may have fewer heads (grouped-query attention: H a multiple of H_kv, query head h
     reads key/value head h // (H / H_kv)). ``keep``, if given, is boolean and
-    broadcastable to (B, H, T_q, T_k), True = visible. Returns ``(output, row_max,
+    broadcastable to (B, H, T_q, T_k), True = visible. A sliding ``window`` w (with
+    ``causal``) lets query i see keys i − w + 1 … i only: key blocks left of the band are
+    skipped as the causal mask skips those right of the diagonal. Returns ``(output, row_max,
     row_sum)``: the output (B, H, T_q, d_v) and, per query row (B, H, T_q), the max m of
     its scaled visible scores and the normaliser ℓ = Σ_j exp(score_j − m). A row with no
     visible key has m = −inf, ℓ = 0 and an output of zeros.
@@ -114,11 +138,12 @@ def attention_tiled(
             norm = np.zeros(q.shape[:-1], dtype=dtype)  # (B, H_kv, G, bq): running normaliser ℓ
             acc = np.zeros((*q.shape[:-1], d_v), dtype=dtype)  # (…, bq, d_v): accumulator O
             last = min(T_k, i1 + offset) if causal else T_k  # causal: no key right of row i1-1
-            for j0 in range(0, last, block):  # the key blocks arrive one by one
+            first = first_key_block(i0, offset, window, block)  # window: none left of the band
+            for j0 in range(first, last, block):  # the key blocks arrive one by one
                 j1 = min(j0 + block, T_k)
                 k_t = np.swapaxes(K[..., j0:j1, :], -1, -2)  # (B, H_kv, 1, d, bk)
                 s = q @ k_t  # (B, H_kv, G, bq, d) @ (B, H_kv, 1, d, bk) -> (B, H_kv, G, bq, bk)
-                hidden = hidden_in_tile(i0, i1, j0, j1, offset, causal, keep)
+                hidden = hidden_in_tile(i0, i1, j0, j1, offset, causal, keep, window)
                 if hidden is not None:
                     np.copyto(s, minus_inf, where=hidden)  # hidden keys: −inf, weight 0
                 m_new = np.maximum(m, s.max(axis=-1))  # (…, bq): the max so far, this block too

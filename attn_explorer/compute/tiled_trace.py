@@ -17,7 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attn_explorer.compute.tiled import DEFAULT_BLOCK, check_block, hidden_in_tile
+from attn_explorer.compute.tiled import (
+    DEFAULT_BLOCK,
+    check_block,
+    first_key_block,
+    hidden_in_tile,
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class TiledTrace:
         *,
         causal: bool = False,
         block: int = DEFAULT_BLOCK,
+        window: int | None = None,
     ) -> None:
         self.query = np.asarray(query)
         self.key = np.asarray(key)
@@ -70,6 +76,7 @@ class TiledTrace:
             raise ValueError("tiled trace: give one head's query, key and value, each (T, d).")
         self.factor = factor
         self.causal = causal
+        self.window = window
         self.block = check_block(block)
         t_q, t_k = self.query.shape[0], self.key.shape[0]
         self.offset = t_k - t_q
@@ -78,7 +85,8 @@ class TiledTrace:
         for i0 in range(0, t_q, self.block):
             i1 = min(i0 + self.block, t_q)
             last = min(t_k, i1 + self.offset) if causal else t_k
-            starts = list(range(0, max(last, 0), self.block))
+            first = first_key_block(i0, self.offset, window, self.block)
+            starts = list(range(first, max(last, 0), self.block))
             if not starts:  # every key hidden from this block: one empty step still shows it
                 starts = [0]
             self.tiles.extend((i0, j0) for j0 in starts)
@@ -107,7 +115,7 @@ class TiledTrace:
                 j1 = min(j0 + self.block, t_k)
                 m_before, norm_before, acc_before = m, norm, acc
                 s = (q @ self.key[j0:j1].T) * scale  # (bq, d) @ (d, bk) -> (bq, bk)
-                hidden = hidden_in_tile(i0, i1, j0, j1, self.offset, self.causal, None)
+                hidden = hidden_in_tile(i0, i1, j0, j1, self.offset, self.causal, None, self.window)
                 if hidden is not None:
                     s = np.where(hidden, minus_inf, s)
                 m = np.maximum(m_before, s.max(axis=-1))  # (bq,)
@@ -143,6 +151,7 @@ def tiled_trace(
     *,
     causal: bool = False,
     block: int = DEFAULT_BLOCK,
+    window: int | None = None,
 ) -> TiledTrace:
     """The seekable trace of the tiled strategy on one head (see :class:`TiledTrace`)."""
-    return TiledTrace(query, key, value, factor, causal=causal, block=block)
+    return TiledTrace(query, key, value, factor, causal=causal, block=block, window=window)

@@ -13,7 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from attn_explorer.compute import strategy_source
-from attn_explorer.lessons.operations import Operation, Param, heatmaps_of, is_number
+from attn_explorer.lessons.operations import (
+    SCORE_NAMES,
+    Operation,
+    Param,
+    heatmaps_of,
+    is_number,
+    one_of,
+)
 from attn_explorer.lessons.window import LessonWindow
 from attn_explorer.state.views.frame import Frame
 
@@ -42,6 +49,17 @@ def _frame_text(window: LessonWindow, attribute: str) -> str:
     return "" if frame is None else str(getattr(frame, attribute))
 
 
+def _keys_seen(window: LessonWindow) -> list[int]:
+    """How many keys each query row of the shown head gives a weight above 0 (the mask's
+    band, read from the result on screen); [] before the first result."""
+    result = window.state.results.result
+    if result is None:
+        return []
+    options = window.session.options
+    weights = result.weights[options.batch_index, options.head]  # (T_q, T_k)
+    return [int(n) for n in (weights > 0).sum(axis=-1)]
+
+
 def _prediction_text(window: LessonWindow) -> str:
     frame = _frame(window)
     return "" if frame is None or frame.prediction is None else frame.prediction.text
@@ -54,6 +72,9 @@ READERS: dict[str, tuple[Callable[[LessonWindow], object], str]] = {
     "stage": (lambda w: w.session.options.stage, "str"),
     "granularity": (lambda w: w.session.options.granularity, "str"),
     "predict": (lambda w: w.session.options.predict, "bool"),
+    "causal": (lambda w: w.session.options.causal, "bool"),
+    "window": (lambda w: w.session.options.window, "int"),
+    "keys_seen": (_keys_seen, "any"),
     "heads": (lambda w: w.session.shape[1], "int"),
     "batch": (lambda w: w.session.shape[0], "int"),
     "tokens": (lambda w: w.session.shape[2], "int"),
@@ -68,6 +89,13 @@ READERS: dict[str, tuple[Callable[[LessonWindow], object], str]] = {
     "code": (lambda w: strategy_source(w.session.options.strategy), "str"),
     "enlarged": (lambda w: heatmaps_of(w).enlarged, "int_or_null"),
     "vectors_text": (lambda w: "\n".join(w.state.vectors.dot_lines()), "str"),
+    "model_head": (lambda w: w.model_dock().selected_head(), "str"),
+    "next_token": (lambda w: w.model_dock().next_token(), "str"),
+    "ablated_next_token": (lambda w: w.model_dock().ablated_next_token(), "str"),
+    "prediction_changed": (
+        lambda w: w.model_dock().ablated_next_token() not in ("", w.model_dock().next_token()),
+        "bool",
+    ),
 }
 
 
@@ -119,6 +147,15 @@ def _check_cell(window: LessonWindow, i: int, j: int, equals: float | None) -> s
     return ""
 
 
+def _check_model_score(window: LessonWindow, score: str, at_least: float) -> str:
+    """The selected head of the Model dock scores at least ``at_least`` on ``score``."""
+    value = window.model_dock().head_score(score)
+    if value is None or value < at_least:
+        head = window.model_dock().selected_head() or "no head"
+        return f"model_score: {head} has {score} {value!r}, expected at least {at_least}"
+    return ""
+
+
 CHECKS: dict[str, Operation] = {
     name: _make_check(name, read, kind) for name, (read, kind) in READERS.items()
 }
@@ -130,4 +167,12 @@ CHECKS["cell"] = Operation(
         "equals": Param("any", check=lambda v: "" if v is None or is_number(v) else "a number"),
     },
     _check_cell,
+)
+CHECKS["model_score"] = Operation(
+    "model_score",
+    {
+        "score": Param("str", check=one_of(SCORE_NAMES)),
+        "at_least": Param("number"),
+    },
+    _check_model_score,
 )

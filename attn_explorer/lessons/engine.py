@@ -26,7 +26,7 @@ from attn_explorer.lessons.window import LessonWindow
 from attn_explorer.state.session import Session
 from attn_explorer.state.types import Options
 
-STEP_KEYS = {"text", "actions", "expect", "requires_module"}
+STEP_KEYS = {"text", "actions", "expect", "requires_module", "missing_module"}
 LESSON_KEYS = {"title", "summary", "steps"}
 #: Markdown links ``[heads](control:heads)`` in a step's text point at a control.
 CONTROL_LINK = re.compile(r"\]\(control:([^)]*)\)")
@@ -109,7 +109,9 @@ def parse_lesson(data: object, lesson_id: str, *, source: str = "") -> Lesson:
     """Validate one lesson's decoded JSON; LessonError says which step and field is wrong.
 
     Steps whose ``requires_module`` cannot be imported are left out (a lesson may
-    mention an optional feature only when it is installed).
+    mention an optional feature only when it is installed), and steps with a
+    ``missing_module`` only appear when that module is absent (the note that says what
+    to install and what was skipped).
     """
     where = source or lesson_id
     if not isinstance(data, dict):
@@ -150,6 +152,11 @@ def parse_lesson(data: object, lesson_id: str, *, source: str = "") -> Lesson:
         if required is not None and not isinstance(required, str):
             raise LessonError(f"{here}: 'requires_module' must be a module name")
         if required and not module_available(required):
+            continue
+        missing = raw.get("missing_module")
+        if missing is not None and not isinstance(missing, str):
+            raise LessonError(f"{here}: 'missing_module' must be a module name")
+        if missing and module_available(missing):
             continue
         _check_stepper_moves(actions, here)
         steps.append(Step(text.strip(), actions, expect))

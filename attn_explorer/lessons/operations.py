@@ -17,6 +17,10 @@ from typing import Any
 
 from attn_explorer.lessons.window import Heatmaps, LessonWindow
 
+#: The head scores a lesson may name: ``analysis.head_scores.SCORE_NAMES``, written out so
+#: validating a lesson never imports the models (tests/test_lesson_files.py pins them equal).
+SCORE_NAMES = ("previous_token", "first_token", "duplicate_token", "induction")
+
 
 class LessonError(ValueError):
     """A lesson file is malformed: says which file, step and field, and what is allowed."""

@@ -15,7 +15,14 @@ from dataclasses import fields
 from typing import Any
 
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES
-from attn_explorer.lessons.operations import Operation, Param, heatmaps_of, is_int, one_of
+from attn_explorer.lessons.operations import (
+    SCORE_NAMES,
+    Operation,
+    Param,
+    heatmaps_of,
+    is_int,
+    one_of,
+)
 from attn_explorer.lessons.window import LessonWindow
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.types import MATRICES, Options
@@ -32,6 +39,7 @@ HIGHLIGHT_TARGETS = (
     "stage",
     "scale",
     "causal",
+    "window",
     "batch",
     "heads",
     "tokens",
@@ -155,6 +163,10 @@ def _set_cell(
 def _resize(window: LessonWindow, **sizes: int) -> None:
     window.session.resize(**sizes)
 
+
+#: Models a lesson may open by name (ui.lessons.model_steps.INSTALLED_MODELS finds them).
+LESSON_MODELS = ("smollm2",)
+_SCORE = Param("str", check=one_of(SCORE_NAMES))
 
 _OPT = Param("int", required=False)
 _STRATEGY = Param("str", check=one_of(STRATEGIES))
@@ -289,6 +301,36 @@ ACTIONS: dict[str, Operation] = {
             "enlarge_head",
             {"head": Param("int_or_null")},
             lambda w, head: heatmaps_of(w).set_enlarged(head),
+        ),
+        Operation(
+            "model.open",
+            {"model": Param("str", check=one_of(LESSON_MODELS)), "text": Param("str")},
+            lambda w, model, text: w.model_dock().open_model(model, text),
+            doc="Open an installed model in the Model dock and read a text (waits for it).",
+        ),
+        Operation(
+            "model.probe",
+            {},
+            lambda w: w.model_dock().read_probe(),
+            doc="Press 'Repeated tokens': a seeded random word sequence, twice (waits for it).",
+        ),
+        Operation(
+            "model.show_score",
+            {"score": _SCORE},
+            lambda w, score: w.model_dock().show_score(score),
+            doc="Show the layers × heads heatmap of one head score.",
+        ),
+        Operation(
+            "model.select_top_head",
+            {"score": _SCORE},
+            lambda w, score: w.model_dock().select_top_head(score),
+            doc="Click the brightest cell of a head score's heatmap: that head opens.",
+        ),
+        Operation(
+            "model.ablate_selected",
+            {},
+            lambda w: w.model_dock().ablate_selected(),
+            doc="Press 'Ablate selected head': the next-token bars show both runs.",
         ),
         Operation("run_timing", {}, lambda w: w.run_timing(), replay=False),
         Operation("run_sweep", {}, lambda w: w.run_sweep(), replay=False),

@@ -473,7 +473,7 @@ class Session:
         if name in ("strategy", "dtype"):
             new = replace(new, step=-1)  # the stepper's run is another one now: it ends
         self.options = new
-        if name in ("strategy", "scale", "causal", "dtype", "block"):
+        if name in ("strategy", "scale", "causal", "dtype", "block", "window"):
             self.revision += 1
         if name not in ("step", "head", "batch_index", "granularity"):
             self._update_dirty()

@@ -15,7 +15,7 @@ import numpy as np
 
 from attn_explorer.compute import GRANULARITIES, STAGES, STRATEGIES
 from attn_explorer.compute.tiled import DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK
-from attn_explorer.compute.validation import MAX_ABS_VALUE
+from attn_explorer.compute.validation import LIMITS, MAX_ABS_VALUE
 from attn_explorer.state.colormaps import COLORMAPS
 
 #: The name of a session that has no file (New, a preset, a lesson, a model head).
@@ -47,6 +47,14 @@ class Options:
     predict: bool = False
     #: Query rows and key columns of one tile of the tiled strategy.
     block: int = DEFAULT_BLOCK
+    #: A sliding window of this many keys on the causal mask (0 = none): query i sees
+    #: keys i − w + 1 … i. It acts only while ``causal`` is on (see :attr:`mask_window`).
+    window: int = 0
+
+    @property
+    def mask_window(self) -> int | None:
+        """The window the computation uses: ``window`` while causal is on, else None."""
+        return self.window if self.causal and self.window > 0 else None
 
     def colormap_for(self, stage: str) -> str:
         """The colour map ``stage`` is drawn with: sequential (0..1) for the softmax
@@ -84,6 +92,10 @@ class Options:
                 raise ValueError(f"{f.name}: expected a whole number, got {value!r}.")
         if not MIN_BLOCK <= self.block <= MAX_BLOCK:
             raise ValueError(f"block: {self.block} is outside {MIN_BLOCK}..{MAX_BLOCK}.")
+        if not 0 <= self.window <= LIMITS.max_tokens:
+            raise ValueError(
+                f"window: {self.window} is outside 0..{LIMITS.max_tokens} (0 = no window)."
+            )
         if self.seed < 0:
             raise ValueError(f"seed: {self.seed} is negative; use 0 or more.")
         if self.step < -1:

@@ -33,12 +33,14 @@ def score_error_bound(query: np.ndarray, key: np.ndarray, dtype: np.dtype) -> np
     return 2 * (d + 1) * (EPS[np.dtype(dtype)] * magnitude + tiny)
 
 
-def reference_causal_keep(t_q: int, t_k: int) -> np.ndarray:
-    """Query i (aligned at the last key) sees key j when j ≤ i + (T_k − T_q), written as loops."""
+def reference_causal_keep(t_q: int, t_k: int, window: int | None = None) -> np.ndarray:
+    """Query i (aligned at the last key) sees key j when j ≤ i + (T_k − T_q), written as loops;
+    with a sliding window w only the w keys i' − w + 1 … i' (i' = i + T_k − T_q)."""
     keep = np.zeros((t_q, t_k), dtype=bool)
     for i in range(t_q):
+        last = i + (t_k - t_q)
         for j in range(t_k):
-            keep[i, j] = j <= i + (t_k - t_q)
+            keep[i, j] = j <= last and (window is None or j >= last - window + 1)
     return keep
 
 

@@ -19,7 +19,8 @@ TOL = {np.float32: {"rtol": 2e-4, "atol": 1e-5}, np.float64: {"rtol": 1e-9, "ato
 
 @st.composite
 def masked_inputs(draw, bound=None):
-    """(query, key, value, causal, mask) with a mask of shape (T_q, T_k), full, or none."""
+    """(query, key, value, causal, mask, window) with a mask of shape (T_q, T_k), full, or none;
+    a sliding window (1 … T_k + 1, so wider than the text too) only with causal."""
     query, key, value = draw(qkv(bound=bound))
     scores_shape = (*query.shape[:-1], key.shape[-2])
     kind = draw(st.sampled_from(["none", "grid", "full", "per-key"]))
@@ -31,14 +32,16 @@ def masked_inputs(draw, bound=None):
         mask = draw(hnp.arrays(np.bool_, scores_shape))
     else:  # a padding mask: one flag per key, broadcast over heads and queries
         mask = draw(hnp.arrays(np.bool_, (*((1,) * (len(scores_shape) - 1)), scores_shape[-1])))
-    return query, key, value, draw(st.booleans()), mask
+    causal = draw(st.booleans())
+    window = draw(st.none() | st.integers(1, key.shape[-2] + 1)) if causal else None
+    return query, key, value, causal, mask, window
 
 
-def expected_keep(query, key, causal, mask):
+def expected_keep(query, key, causal, mask, window=None):
     t_q, t_k = query.shape[-2], key.shape[-2]
     keep = np.ones((*query.shape[:-1], t_k), dtype=bool)
     if causal:
-        keep &= reference_causal_keep(t_q, t_k)
+        keep &= reference_causal_keep(t_q, t_k, window)
     if mask is not None:
         keep &= mask
     return keep
@@ -47,12 +50,14 @@ def expected_keep(query, key, causal, mask):
 @settings(max_examples=120, deadline=None)
 @given(masked_inputs(bound=3.0), st.sampled_from(STRATEGIES))
 def test_every_stage_matches_reference(inputs, strategy):
-    query, key, value, causal, mask = inputs
-    result = attention(query, key, value, strategy=strategy, causal=causal, mask=mask)
+    query, key, value, causal, mask, window = inputs
+    result = attention(
+        query, key, value, strategy=strategy, causal=causal, mask=mask, window=window
+    )
     dtype = query.dtype.type
     tol = TOL[dtype]
     factor = 1.0 / np.sqrt(query.shape[-1])
-    keep = expected_keep(query, key, causal, mask)
+    keep = expected_keep(query, key, causal, mask, window)
     scores = reference_scores(query, key)
     scaled = scores * factor
     weights, fully = reference_softmax(scaled, keep)
@@ -72,12 +77,12 @@ def test_every_stage_matches_reference(inputs, strategy):
 @given(masked_inputs(bound=1e4))
 def test_extreme_values_stay_finite(inputs):
     """±1e4 inputs give scores ~1e8: the softmax must still be finite, rows sum to 1."""
-    query, key, value, causal, mask = inputs
-    result = attention(query, key, value, causal=causal, mask=mask)
+    query, key, value, causal, mask, window = inputs
+    result = attention(query, key, value, causal=causal, mask=mask, window=window)
     weights = result.weights
     assert np.isfinite(weights).all() and np.isfinite(result.output).all()
     assert ((weights >= 0) & (weights <= 1)).all()
-    keep = expected_keep(query, key, causal, mask)
+    keep = expected_keep(query, key, causal, mask, window)
     fully = ~keep.any(axis=-1)
     np.testing.assert_array_equal(result.fully_masked_rows, fully)
     sums = weights.sum(axis=-1)
@@ -187,3 +192,40 @@ def test_multi_dimensional_values_and_heads():
     assert result.output.shape == (2, 3, 4, 7)
     weights, _ = reference_softmax(reference_scores(q, k) / np.sqrt(5), None)
     np.testing.assert_allclose(result.output, weights @ v, rtol=1e-12)
+
+
+def test_sliding_window_is_a_band_below_the_diagonal():
+    """Window 3 on 6 tokens: query i sees keys i-2..i, written out by hand."""
+    expected = np.array(
+        [
+            [1, 0, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0, 0],
+            [1, 1, 1, 0, 0, 0],
+            [0, 1, 1, 1, 0, 0],
+            [0, 0, 1, 1, 1, 0],
+            [0, 0, 0, 1, 1, 1],
+        ],
+        dtype=bool,
+    )
+    np.testing.assert_array_equal(causal_keep(6, 6, 3), expected)
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((6, 4))
+    for strategy in STRATEGIES:
+        result = attention(q, q, q, strategy=strategy, causal=True, window=3)
+        np.testing.assert_array_equal(result.weights > 0, expected, err_msg=strategy)
+        np.testing.assert_array_equal(np.isneginf(result.masked), ~expected, err_msg=strategy)
+    # A window as wide as the text is the causal mask itself; window 1 sees only itself.
+    np.testing.assert_array_equal(causal_keep(6, 6, 6), causal_keep(6, 6))
+    np.testing.assert_array_equal(causal_keep(6, 6, 1), np.eye(6, dtype=bool))
+
+
+@pytest.mark.parametrize(
+    ("window", "causal", "message"),
+    [(0, True, "≥ 1"), (-2, True, "≥ 1"), (2.0, True, "whole"), (True, True, "whole"),
+     (3, False, "causal=True")],
+)  # fmt: skip
+def test_bad_windows_are_refused_with_one_message(window, causal, message):
+    q = np.ones((4, 2))
+    for strategy in ("batched", "tiled"):
+        with pytest.raises(ValueError, match=message):
+            attention(q, q, q, strategy=strategy, causal=causal, window=window)

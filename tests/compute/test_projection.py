@@ -114,3 +114,16 @@ def test_projection_errors_name_the_argument(bad, match):
             args["x"], args["w_query"], args["w_key"], args["w_value"], args["heads"],
             w_out=args["w_out"],
         )  # fmt: skip
+
+
+def test_a_sliding_window_reaches_the_heads_and_is_checked_first():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 6, 4))
+    w_q, w_k, w_v = (rng.standard_normal((4, 4)) for _ in range(3))
+    result = multi_head_attention(x, w_q, w_k, w_v, 2, causal=True, window=2)
+    for head in range(2):
+        scaled = result.query[0, head] @ result.key[0, head].T / np.sqrt(2)
+        weights, _ = reference_softmax(scaled, reference_causal_keep(6, 6, 2))
+        np.testing.assert_allclose(result.attention.weights[0, head], weights, rtol=1e-12)
+    with pytest.raises(ValueError, match="causal=True"):
+        multi_head_attention(x, w_q, w_k, w_v, 2, window=2)

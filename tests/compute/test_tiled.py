@@ -16,7 +16,8 @@ from attn_explorer.compute.tiled import TiledResult, attention_tiled
 
 @st.composite
 def grouped_inputs(draw):
-    """(query, key, value, causal, mask, block): K/V may have fewer heads than Q (GQA)."""
+    """(query, key, value, causal, mask, block, window): K/V may have fewer heads than Q (GQA);
+    a sliding window (narrower or wider than a block) only with causal."""
     dtype = draw(st.sampled_from([np.float32, np.float64]))
     kv_heads = draw(st.integers(1, 3))
     group = draw(st.integers(1, 3))
@@ -43,7 +44,8 @@ def grouped_inputs(draw):
     else:
         mask = None
     block = draw(st.sampled_from([1, 2, 3, 5, 8, 16, 64]))
-    return query, key, value, causal, mask, block
+    window = draw(st.none() | st.integers(1, t_k + 1)) if causal else None
+    return query, key, value, causal, mask, block, window
 
 
 def repeat_heads(array, query):
@@ -53,10 +55,10 @@ def repeat_heads(array, query):
     return np.repeat(array, query.shape[-3] // array.shape[-3], axis=-3)
 
 
-def reference_keep(query, key, causal, mask):
+def reference_keep(query, key, causal, mask, window=None):
     keep = np.ones((*query.shape[:-1], key.shape[-2]), dtype=bool)
     if causal:
-        keep &= reference_causal_keep(query.shape[-2], key.shape[-2])
+        keep &= reference_causal_keep(query.shape[-2], key.shape[-2], window)
     if mask is not None:
         keep &= mask
     return keep
@@ -65,11 +67,13 @@ def reference_keep(query, key, causal, mask):
 @settings(max_examples=150, deadline=None)
 @given(grouped_inputs())
 def test_tiled_equals_batched_and_the_reference(inputs):
-    query, key, value, causal, mask, block = inputs
-    result = attention(query, key, value, strategy="tiled", causal=causal, mask=mask, block=block)
+    query, key, value, causal, mask, block, window = inputs
+    result = attention(
+        query, key, value, strategy="tiled", causal=causal, mask=mask, block=block, window=window
+    )
     assert isinstance(result, TiledResult)
     key_full, value_full = repeat_heads(key, query), repeat_heads(value, query)
-    batched = attention(query, key_full, value_full, causal=causal, mask=mask)
+    batched = attention(query, key_full, value_full, causal=causal, mask=mask, window=window)
     dtype = query.dtype
     assert result.output.dtype == dtype and result.output.shape == batched.output.shape
     # Weights: max |Δ| ≤ 1e-5 of the largest weight in float32 (1e-12 in float64).
@@ -82,7 +86,9 @@ def test_tiled_equals_batched_and_the_reference(inputs):
     np.testing.assert_array_equal(result.fully_masked_rows, batched.fully_masked_rows)
     # Against the float64 reference: the output, and each row's max and normaliser.
     factor = 1.0 / np.sqrt(query.shape[-1])
-    keep = reference_keep(query, key_full, causal, mask)
+    keep = reference_keep(query, key_full, causal, mask, window)
+    if result.keep is not None:
+        np.testing.assert_array_equal(np.broadcast_to(result.keep, keep.shape), keep)
     scaled = reference_scores(query, key_full) * factor
     weights, fully = reference_softmax(scaled, keep)
     output = weights @ value_full.astype(np.float64)
@@ -225,3 +231,20 @@ def test_source_shown_is_the_online_softmax():
     body = inspect.getsource(attention_tiled)
     for line in source.splitlines():
         assert line.strip() in body
+
+
+def test_sliding_window_skips_the_key_blocks_left_of_the_band():
+    """T 16, block 4, window 4: query block b reads key blocks b-1 and b only, and a key
+    older than the window never changes a row's output."""
+    from attn_explorer.compute.tiled import first_key_block
+
+    assert [first_key_block(i0, 0, 4, 4) for i0 in (0, 4, 8, 12)] == [0, 0, 4, 8]
+    assert first_key_block(8, 0, None, 4) == 0
+    rng = np.random.default_rng(5)
+    query, key, value = (rng.standard_normal((16, 3)) for _ in range(3))
+    before = attention(query, key, value, strategy="tiled", causal=True, block=4, window=4)
+    key[2] += 100.0  # visible only to queries 2..5
+    value[2] += 100.0
+    after = attention(query, key, value, strategy="tiled", causal=True, block=4, window=4)
+    np.testing.assert_array_equal(after.output[6:], before.output[6:])
+    assert not np.allclose(after.output[2:6], before.output[2:6])

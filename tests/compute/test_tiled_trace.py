@@ -33,6 +33,22 @@ def test_trace_ends_on_the_strategys_numbers(causal, t, block):
     np.testing.assert_allclose(outputs, whole.output, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize(("t", "block", "window"), [(9, 3, 2), (9, 3, 4), (8, 2, 5), (5, 8, 2)])
+def test_trace_with_a_sliding_window_ends_on_the_strategys_numbers(t, block, window):
+    rng = np.random.default_rng(t + block + window)
+    query, key, value = (rng.standard_normal((t, 3)) for _ in range(3))
+    whole = attention(query, key, value, strategy="tiled", causal=True, window=window)
+    trace = tiled_trace(query, key, value, 1 / np.sqrt(3), causal=True, block=block, window=window)
+    for i0, j0 in trace.tiles:  # no key block lies wholly left of the band of its rows
+        assert j0 + block - 1 >= i0 - window + 1
+    outputs = np.full_like(whole.output, np.nan)
+    for n in range(len(trace)):
+        step = trace.step(n)
+        if step.last:
+            outputs[step.i0 : step.i1] = step.output
+    np.testing.assert_allclose(outputs, whole.output, rtol=1e-12, atol=1e-14)
+
+
 def test_each_step_rescales_the_old_sums_by_exp_of_the_max_change():
     rng = np.random.default_rng(1)
     query, key, value = (rng.standard_normal((4, 3)) for _ in range(3))

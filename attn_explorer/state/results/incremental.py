@@ -44,6 +44,7 @@ def recompute_heads(
     strategy: str,
     scale: bool,
     causal: bool,
+    window: int | None = None,
     in_place: bool = False,
 ) -> tuple[AttentionResult, AttentionResult]:
     """``base`` with ``heads`` recomputed from the new (B, H, T, d) inputs.
@@ -63,6 +64,7 @@ def recompute_heads(
         strategy=strategy,
         scale=scale,
         causal=causal,
+        window=window,
     )
 
     def splice(whole: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -76,7 +78,7 @@ def recompute_heads(
         weights=splice(base.weights, part.weights),
         output=splice(base.output, part.output),
         scale=part.scale,
-        keep=base.keep,  # the causal mask depends on the shape only
+        keep=base.keep,  # the causal mask and window depend on the shape only
         fully_masked_rows=splice(base.fully_masked_rows, part.fully_masked_rows),
         strategy=strategy,
     )

@@ -87,6 +87,7 @@ class ComputeRequest:
     causal: bool
     loop_seconds: float  # the loop's predicted time on this shape
     block: int = DEFAULT_BLOCK  # the tiled strategy's tile size
+    window: int | None = None  # a sliding window on the causal mask
     budget: LoopBudget = field(default=LOOP_BUDGET, repr=False)
     stage: str = "scores"  # the stage on screen: its preview is made with the result
     batch_index: int = 0
@@ -138,6 +139,7 @@ class ComputeRequest:
                     strategy=self.used,
                     scale=self.scale,
                     causal=self.causal,
+                    window=self.window,
                     in_place=reuse_base,
                 )
                 for (stage, batch), preview in base.previews.items():
@@ -154,6 +156,7 @@ class ComputeRequest:
                 causal=self.causal,
                 workspace=self.workspace,
                 block=self.block,
+                window=self.window,
             )
         outcome = ComputedResult(
             self.revision,
@@ -164,6 +167,7 @@ class ComputeRequest:
             inputs=(self.query, self.key, self.value),
             scale=self.scale,
             causal=self.causal,
+            window=self.window,
             previews=previews,
         )
         if not self.interactive:  # a worker's job: make the preview here, off the GUI thread
@@ -193,6 +197,7 @@ class ComputedResult:
     inputs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     scale: bool = True
     causal: bool = False
+    window: int | None = None
     #: Previews by (stage, batch entry), made on first use (see :meth:`preview`).
     previews: dict[tuple[str, int], Preview] = field(
         default_factory=dict, repr=False, compare=False
@@ -313,8 +318,8 @@ class Results:
             and base.inputs[0].shape == s.shape
             and base.inputs[2].shape == s.matrix("value").shape
             and base.inputs[0].dtype == np.dtype(s.options.dtype)
-            and (base.chosen, base.scale, base.causal)
-            == (s.options.strategy, s.options.scale, s.options.causal)
+            and (base.chosen, base.scale, base.causal, base.window)
+            == (s.options.strategy, s.options.scale, s.options.causal, s.options.mask_window)
             and base.used == self.budget.strategy_for(s.options.strategy, s.shape, s.shape)
         ):
             from attn_explorer.state.results.incremental import (
@@ -350,6 +355,7 @@ class Results:
             used=self.budget.strategy_for(strategy, query.shape, key.shape),
             scale=s.options.scale,
             causal=s.options.causal,
+            window=s.options.mask_window,
             loop_seconds=estimate_loop_seconds(query.shape, key.shape),
             block=s.options.block,
             budget=self.budget,

@@ -78,6 +78,9 @@ class CodePanel(QWidget):
         if stage == "masked" and not self.session.options.causal:
             # nothing is hidden: the masked scores are the scaled ones
             extra = _stage_source("scaled") + "\n# no mask (causal is off): masked = scaled"
+        elif stage == "masked" and self.session.options.mask_window is not None:
+            w = self.session.options.mask_window
+            extra += f"\n# keep: j ≤ i and j > i − {w} (a sliding window of {w} keys)"
         if name == "tiled":  # its lines hold the softmax and the output already
             extra = ""
             text += (

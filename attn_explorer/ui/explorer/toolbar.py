@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer.compute import STAGES, STRATEGIES
+from attn_explorer.compute import LIMITS, STAGES, STRATEGIES
 from attn_explorer.compute.tiled import MAX_BLOCK, MIN_BLOCK
 from attn_explorer.state import Session
 from attn_explorer.state.labels import STAGE_NAMES, STRATEGY_TIPS
@@ -73,7 +73,8 @@ class StrategyToggle(QWidget):
 
 
 class OptionsBar(QWidget):
-    """Stage, scaling, causal mask, shared colour scale, batch entry and head."""
+    """Stage, scaling, causal mask and its sliding window, shared colour scale, batch entry
+    and head."""
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -86,6 +87,15 @@ class OptionsBar(QWidget):
         self.scale.setToolTip("Scale scores by 1/√d before softmax")
         self.causal = QCheckBox("causal")
         self.causal.setToolTip("Hide keys after the query (j > i): a language model's mask")
+        self.sliding_window = QSpinBox()  # a sliding window on the causal mask; 0 = none
+        self.sliding_window.setRange(0, LIMITS.max_tokens)
+        self.sliding_window.setPrefix("window ")
+        self.sliding_window.setSpecialValueText("no window")
+        self.sliding_window.setAccessibleName("sliding window")
+        self.sliding_window.setToolTip(
+            "Sliding window w (with causal): query i sees only keys i−w+1 … i, as in Mistral "
+            "and Gemma's local layers, so a KV cache holds w keys, not T"
+        )
         self.shared = QCheckBox("shared colour scale")
         self.shared.setToolTip("One colour scale for every head (off: each head its own)")
         self.batch = QSpinBox()
@@ -112,6 +122,7 @@ class OptionsBar(QWidget):
         )
         self.scale.toggled.connect(lambda on: session.set_option("scale", on))
         self.causal.toggled.connect(lambda on: session.set_option("causal", on))
+        self.sliding_window.valueChanged.connect(lambda v: session.set_option("window", v))
         self.shared.toggled.connect(lambda on: session.set_option("shared_scale", on))
         self.batch.valueChanged.connect(lambda v: session.set_option("batch_index", v - 1))
         self.head.currentIndexChanged.connect(self._on_head_changed)
@@ -126,6 +137,7 @@ class OptionsBar(QWidget):
             self.stage,
             self.scale,
             self.causal,
+            self.sliding_window,
             self.shared,
             self.batch,
             self.head,
@@ -140,6 +152,9 @@ class OptionsBar(QWidget):
             self.scale.setChecked(o.scale)
         with QSignalBlocker(self.causal):
             self.causal.setChecked(o.causal)
+        with QSignalBlocker(self.sliding_window):
+            self.sliding_window.setValue(o.window)
+            self.sliding_window.setEnabled(o.causal)
         with QSignalBlocker(self.shared):
             self.shared.setChecked(o.shared_scale)
         with QSignalBlocker(self.batch):

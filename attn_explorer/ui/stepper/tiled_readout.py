@@ -115,7 +115,13 @@ class TiledReadout(QWidget):
         d = query.shape[-1]
         factor = 1.0 / float(np.sqrt(d)) if s.options.scale else 1.0
         self.trace = tiled_trace(
-            query, key, value, factor, causal=s.options.causal, block=s.options.block
+            query,
+            key,
+            value,
+            factor,
+            causal=s.options.causal,
+            block=s.options.block,
+            window=s.options.mask_window,
         )
         self.show_step(min(self.index, len(self.trace) - 1))
 

@@ -33,6 +33,7 @@ from attn_explorer.ui.window.keyboard import HELP_LINES
 if TYPE_CHECKING:
     from attn_explorer.models import ModelAttention
     from attn_explorer.ui.explorer.heatmaps import HeatmapGrid
+    from attn_explorer.ui.lessons.model_steps import ModelSteps
     from attn_explorer.ui.model.model_view import ModelView
     from attn_explorer.ui.vectors.vectors_view import VectorsView
 
@@ -211,6 +212,12 @@ class Commands:
     def open_model_view(self) -> ModelView:
         """Show the Model dock (real BERT-family attention), creating it on first use."""
         return self.views.model()
+
+    def model_dock(self) -> ModelSteps:
+        """The Model dock's lesson commands (ui/lessons/model_steps.py), the dock shown."""
+        from attn_explorer.ui.lessons.model_steps import ModelSteps
+
+        return ModelSteps(self.open_model_view())
 
     def open_model_folder(self) -> None:
         self.open_model_view().choose_folder()

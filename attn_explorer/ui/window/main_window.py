@@ -140,6 +140,7 @@ class MainWindow(QMainWindow):
         self.options_bar = OptionsBar(s)
         for name in ("stage", "scale", "causal"):
             getattr(self.options_bar, name).setObjectName(name)
+        self.options_bar.sliding_window.setObjectName("window")
         self.size_controls = SizeControls(s)
         for name, label in (("batch", "B"), ("heads", "H"), ("tokens", "T"), ("dim", "d")):
             self.size_controls.spins[label].setObjectName(name)
