@@ -23,8 +23,9 @@ import numpy as np
 
 from attn_explorer.compute import LIMITS
 from attn_explorer.models.decoder.batch import forward_batch
-from attn_explorer.models.decoder.bpe import check_unicode
-from attn_explorer.models.decoder.llama import MAX_RECORD_BYTES, DecoderModel
+from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.decoder.long_pass import MAX_RECORD_BYTES
+from attn_explorer.models.decoder.text.bpe import check_unicode
 from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.errors import TextError, check_text
 from attn_explorer.models.results import ModelAttention

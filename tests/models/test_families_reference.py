@@ -205,7 +205,7 @@ HF_VARIANTS = {
 
 def tiny_tokenizer_json(path) -> None:
     """The tiny byte-level vocabulary as a tokenizer.json (the same tokenizer as the GGUFs')."""
-    from attn_explorer.models.decoder.bpe import GGUFTokenizer
+    from attn_explorer.models.decoder.text.bpe import GGUFTokenizer
     from attn_explorer.models.testing.tiny_gguf import CONTROL_TOKENS, TINY_MERGES
 
     tokens = tiny_vocabulary()

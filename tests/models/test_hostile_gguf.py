@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from attn_explorer.models import ModelError, TextError, load_model
-from attn_explorer.models.decoder.chat_template import chatml_prompt, default_system
+from attn_explorer.models.decoder.text.chat_template import chatml_prompt, default_system
 from attn_explorer.models.formats.gguf_metadata import MAX_TEMPLATE_CHARS, SPECS
 from attn_explorer.models.testing.hostile_gguf import DELETE, Typed, retype_tensor, rewrite_gguf
 from attn_explorer.models.testing.tiny_bert import write_tiny_bert
@@ -373,7 +373,8 @@ def test_every_key_the_decoder_reads_is_in_the_table():
     """A key read with file.get() instead of metadata_value() would skip the checks."""
     import inspect
 
-    from attn_explorer.models.decoder import bpe, llama, weights
+    from attn_explorer.models.decoder import llama, weights
+    from attn_explorer.models.decoder.text import bpe
 
     for module in (bpe, llama, weights):
         source_text = inspect.getsource(module)

@@ -25,7 +25,8 @@ import numpy as np
 from attn_explorer.compute import attention
 from attn_explorer.compute.pipeline import causal_keep
 from attn_explorer.compute.softmax import softmax_rows
-from attn_explorer.models.decoder.llama import MAX_RECORD_BYTES, DecoderModel
+from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.decoder.long_pass import MAX_RECORD_BYTES
 from attn_explorer.models.decoder.ops import ACTIVATIONS, apply_rope, rms_norm, softcap, window_keep
 
 

@@ -27,8 +27,6 @@ import numpy as np
 
 from attn_explorer.compute import LIMITS, Cancelled, attention
 from attn_explorer.compute.softmax import softmax_rows
-from attn_explorer.models.decoder.bpe import GGUFTokenizer, check_unicode
-from attn_explorer.models.decoder.chat_template import chatml_prompt
 from attn_explorer.models.decoder.long_pass import (
     LayerKeys,
     LongStats,
@@ -46,7 +44,9 @@ from attn_explorer.models.decoder.ops import (
     window_keep,
 )
 from attn_explorer.models.decoder.sampling import GREEDY, Sampler, Sampling, top_choices
-from attn_explorer.models.decoder.spm import SentencePieceTokenizer
+from attn_explorer.models.decoder.text.bpe import GGUFTokenizer, check_unicode
+from attn_explorer.models.decoder.text.chat_template import chatml_prompt
+from attn_explorer.models.decoder.text.spm import SentencePieceTokenizer
 from attn_explorer.models.decoder.weights import (
     DEFAULT_BUDGET_BYTES,
     DecoderConfig,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attn_explorer.models.decoder.bpe import byte_alphabet
+from attn_explorer.models.decoder.text.bpe import byte_alphabet
 
 TINY_MERGES = ["Ġ t", "h e", "Ġt he", "Ġ c", "a t", "Ġc at", "Ġ s", "Ġs at", "o n", "Ġ on"]
 CONTROL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attn_explorer.models.decoder.bpe import TokenizedText
+from attn_explorer.models.decoder.text.bpe import TokenizedText
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.config import read_model_text
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from attn_explorer.models.decoder.bpe import CONTROL, USER_DEFINED, TokenizerCalls
+from attn_explorer.models.decoder.text.bpe import CONTROL, USER_DEFINED, TokenizerCalls
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import check_vocabulary_sizes, metadata_value
