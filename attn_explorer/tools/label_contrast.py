@@ -71,7 +71,7 @@ def label_contrasts(window: QWidget) -> dict[str, float]:
     """Contrast ratio of each visible label's text, by the label's path and first words."""
     from PySide6.QtCore import QRect
 
-    from attn_explorer.tools.layout_check import _path, visible_rect
+    from attn_explorer.tools.layout_rules import _path, visible_rect
 
     image = window.grab().toImage()
     scale = image.devicePixelRatio()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from qt_idle import settle
 
-from attn_explorer.tools import layout_check
+from attn_explorer.tools import layout_check, layout_rules
 
 SCREENS = Path(__file__).parents[1] / "screens"
 ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "layout"
@@ -67,10 +67,10 @@ def test_the_checker_finds_a_widget_cut_off_by_its_parent(qtbot):
     label.setObjectName("cut")
     label.setGeometry(120, 10, 150, 20)
     top.show()
-    problems = layout_check.overhangs(top)
+    problems = layout_rules.overhangs(top)
     assert len(problems) == 1 and "QLabel(cut)" in problems[0]
     label.setGeometry(10, 10, 150, 20)
-    assert layout_check.overhangs(top) == []
+    assert layout_rules.overhangs(top) == []
 
 
 @pytest.mark.slow
@@ -85,8 +85,8 @@ def test_the_checker_sees_a_plot_larger_than_its_view(qtbot):
     qtbot.waitExposed(window)
     assert window.heatmaps is not None
     qtbot.waitUntil(lambda: bool(window.heatmaps.bars))
-    assert layout_check._plot_problems(window) == []
+    assert layout_rules._plot_problems(window) == []
     window.heatmaps.view.setFixedWidth(90)  # narrower than the colour bar's minimum
     settle()
-    problems = layout_check._plot_problems(window)
+    problems = layout_rules._plot_problems(window)
     assert any("colour bar" in p or "cells" in p for p in problems), problems
