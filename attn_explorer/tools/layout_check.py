@@ -31,12 +31,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attn_explorer.tools.layout_rules import clipped, overhangs, window_problems
+from attn_explorer.tools.layout_rules import (
+    chart_problems,
+    clipped,
+    cut_labels,
+    grid_problems,
+    overhangs,
+    tile_problems,
+    window_problems,
+)
 
 if TYPE_CHECKING:
     from attn_explorer.ui.window.main_window import MainWindow
 
-VIEWS = ("main", "stepper", "heads", "sweep", "model", "vectors")
+#: One dock state each, then dock combinations (a left and a right dock, two side views,
+#: and Lessons opened, closed and opened again over sixteen heads of 64 tokens).
+VIEWS = (
+    "main", "stepper", "heads", "sweep", "model", "vectors",
+    "long", "lessons+inputs", "model+inputs", "model+lessons", "reopen",
+)  # fmt: skip
 
 
 # -- views --------------------------------------------------------------------------------
@@ -91,6 +104,10 @@ def _view_sweep(window: MainWindow) -> None:
 
 
 def _view_model(window: MainWindow) -> None:
+    _open_model(window)
+
+
+def _open_model(window: MainWindow) -> None:
     from attn_explorer.models.testing.tiny_bert import tiny_config, write_tiny_bert
 
     folder = Path(tempfile.mkdtemp(prefix="layout-check-model-"))
@@ -107,13 +124,81 @@ def _view_vectors(window: MainWindow) -> None:
     window.commands.seek_cell(0, 0, 1, 3)  # q2 · k4: the exercise's perpendicular pair
 
 
-SETUPS: dict[str, Callable[[MainWindow], None]] = {
+def _view_long(window: MainWindow) -> None:
+    _load(window, "random")
+    window.session.resize(heads=16, tokens=64)
+
+
+def _open_lessons(window: MainWindow) -> None:
+    window.commands.open_lessons()  # F3
+    window.lessons.start_lesson("02-loop-visits-every-pair", 2)  # mid-lesson, stepper in front
+
+
+def _view_lessons_inputs(window: MainWindow) -> None:
+    _load(window, "worked")
+    _open_lessons(window)
+    window.stepper_dock.raise_()
+
+
+def _view_model_inputs(window: MainWindow) -> None:
+    _view_heads(window)
+    _open_model(window)
+    window.inputs_dock.show()
+
+
+def _view_model_lessons(window: MainWindow) -> None:
+    _view_heads(window)
+    _open_model(window)
+    window.commands.open_lessons()
+
+
+def _view_reopen(window: MainWindow) -> list[str]:
+    """Sixteen heads of 64 tokens; Lessons opened, closed (the layout must come back as it
+    was) and opened again."""
+    from attn_explorer.tools.layout_rules import central_geometry, recovered
+
+    app = _app()
+    _view_long(window)
+    _settle(app, 1.0)
+    for _ in range(100):  # the 64-token result comes from a worker: its sixteen heads drawn
+        if window.heatmaps is not None and len(window.heatmaps.plots) == 16:
+            break
+        _settle(app, 0.05)
+    _settle(app, 0.5)
+    before = central_geometry(window)
+    window.commands.open_lessons()
+    _settle(app, 1.0)
+    window.lessons_dock.close()
+    _settle(app, 1.0)
+    problems = recovered(before, central_geometry(window), "after Lessons closed")
+    window.commands.open_lessons()
+    return problems
+
+
+def _app():  # type: ignore[no-untyped-def]
+    from attn_explorer.render.qt_app import qt_application
+
+    return qt_application()
+
+
+def _settle(app: object, seconds: float) -> None:
+    from attn_explorer.cli.self_test import settle
+
+    settle(app, seconds)  # type: ignore[arg-type]
+
+
+SETUPS: dict[str, Callable[[MainWindow], list[str] | None]] = {
     "vectors": _view_vectors,
     "main": _view_main,
     "stepper": _view_stepper,
     "heads": _view_heads,
     "sweep": _view_sweep,
     "model": _view_model,
+    "long": _view_long,
+    "lessons+inputs": _view_lessons_inputs,
+    "model+inputs": _view_model_inputs,
+    "model+lessons": _view_model_lessons,
+    "reopen": _view_reopen,
 }
 
 
@@ -123,6 +208,7 @@ def check(folder: Path, views: Sequence[str] = VIEWS) -> dict[str, object]:
     from attn_explorer.render.qt_app import qt_application
 
     app = qt_application()
+    from attn_explorer.ui.common.settings import settings
     from attn_explorer.ui.window.launch import prepare_interpreter
     from attn_explorer.ui.window.main_window import MainWindow
 
@@ -135,11 +221,13 @@ def check(folder: Path, views: Sequence[str] = VIEWS) -> dict[str, object]:
     report: dict[str, object] = {"screen": [screen.width(), screen.height()], "views": {}}
     views_report: dict[str, dict[str, object]] = {}
     for view in views:
+        settings().clear()  # each view from a first start: not the last view's saved docks
         window = MainWindow()
+        window.files.ask_before_discard = False  # a lesson replacing the example asks first
         try:
             window.show()
             settle(app, 0.3)
-            SETUPS[view](window)
+            found = SETUPS[view](window) or []
             settle(app, 1.5)
             image = window.grab()
             target = folder / f"{view}-{size}.png"
@@ -148,9 +236,14 @@ def check(folder: Path, views: Sequence[str] = VIEWS) -> dict[str, object]:
             views_report[view] = {
                 "window": [g.x(), g.y(), g.width(), g.height()],
                 "png": str(target),
-                "problems": window_problems(window)
+                "problems": found
+                + window_problems(window)
                 + clipped(window, view, small)
-                + overhangs(window),
+                + overhangs(window)
+                + cut_labels(window)
+                + grid_problems(window)
+                + tile_problems(window)
+                + chart_problems(window),
             }
         finally:
             close_quietly(window)

@@ -117,9 +117,10 @@ def must_see(window: MainWindow, view: str) -> dict[str, QWidget]:
         "score grid": window.score_grid,
         "status bar": window.statusBar(),
         "shape read-out": window.shape_label,
-        "Start here button": window.lessons_dock.start_button,
         "strategy toggle": window.strategy_toggle,
     }
+    if "lessons" not in view and view != "reopen":  # it goes once Lessons were opened
+        found["Start here button"] = window.lessons_dock.start_button
     if view in ("main", "stepper"):
         found["stepper code line"] = window.stepper.code_view
         found["stepper locals"] = window.stepper.locals_label
@@ -231,4 +232,153 @@ def window_problems(window: MainWindow) -> list[str]:
             f"the window's contents need at least {least.width()}×{least.height()}, more than "
             f"the screen's free area ({screen.width()}×{screen.height()})"
         )
+    return problems
+
+
+def central_geometry(window: MainWindow) -> dict[str, tuple[int, int]]:
+    """Sizes of the central views, by name: what must come back when a dock closes."""
+    sizes = {
+        "central area": window.centralWidget().size(),
+        "score grid": window.score_grid.size(),
+    }
+    found = {name: (size.width(), size.height()) for name, size in sizes.items()}
+    if window.heatmaps is not None:
+        grid = window.heatmaps
+        found["heatmaps"] = (grid.view.width(), grid.view.height())
+        if grid.plots:  # the first head's cells: the grid re-flowed its columns, or not
+            rect = grid.view.mapFromScene(grid.plots[0].vb.sceneBoundingRect()).boundingRect()
+            found["first head's cells"] = (rect.width(), rect.height())
+    return found
+
+
+def cut_labels(top: QWidget) -> list[str]:
+    """Visible labels whose text does not fit: a line cut at the right (by the label's own
+    width or by an ancestor, scroll areas included: nobody reads a sentence by scrolling
+    sideways) or wrapped text taller than the label."""
+    from PySide6.QtWidgets import QLabel
+
+    problems = []
+    for label in top.findChildren(QLabel):
+        if not label.isVisible() or not label.text().strip() or label.isWindow():
+            continue
+        if any(_parked(a) for a in [label, *_ancestors(label, top)]):
+            continue
+        words = " ".join(label.text().split()[:5])
+        what = f"{_path(label, top)} {words!r}"
+        if label.wordWrap():
+            need = label.heightForWidth(label.width())
+            if need > label.height() + SLACK:
+                problems.append(f"{what} needs {need} px of height, has {label.height()}")
+                continue
+        else:
+            need = label.sizeHint().width()
+            if need > label.width() + SLACK:
+                problems.append(f"{what} needs {need} px of width, has {label.width()}")
+                continue
+        shown = visible_rect(label, top)
+        if shown.width() < label.width() - SLACK and shown.height() > 0:
+            problems.append(f"{what} is cut at the side: {shown.width()} of {label.width()} px")
+    return problems
+
+
+def grid_problems(window: MainWindow) -> list[str]:
+    """The score grid shows all its columns, and lends the room it does not use: when it
+    shows only a note (T > 16), the heatmaps get most of the central width."""
+    grid, problems = window.score_grid, []
+    table = grid.table
+    columns = table.model().columnCount()
+    if table.isVisible() and table.horizontalScrollBar().isVisible():
+        # a 16-token grid may scroll; a few columns must all be in sight, four at least
+        shown = table.viewport().width() / max(1, table.horizontalHeader().sectionSize(0))
+        if shown < min(columns, 4) - 0.05:
+            problems.append(f"the score grid shows {shown:.1f} of {columns} columns")
+    heatmaps = window.heatmaps
+    if grid.note.isVisible() and not table.isVisible() and heatmaps is not None:
+        column, heads = grid.width(), heatmaps.width()
+        least = window.splitter.widget(0).minimumWidth()
+        if heads < 1.5 * column and column > least + 8:
+            problems.append(
+                f"the score grid shows only a note yet keeps {column} px while the heatmaps "
+                f"get {heads} px"
+            )
+    return problems
+
+
+def tile_problems(window: MainWindow) -> list[str]:
+    """Heatmap cells keep a readable shape: a head's cells are at most 3× wider than tall
+    (or taller than wide), never one-row strips."""
+    grid = window.heatmaps
+    if grid is None or not grid.plots:
+        return []
+    problems = []
+    t_q = max(1, window.session.shape[2])  # self-attention: T queries × T keys
+    t_k = window.session.shape[3] if window.session.options.stage == "output" else t_q
+    for n, plot in enumerate(grid.plots):
+        rect = grid.view.mapFromScene(plot.vb.sceneBoundingRect()).boundingRect()
+        cell_w, cell_h = rect.width() / t_k, rect.height() / t_q
+        if min(cell_w, cell_h) <= 0 or max(cell_w, cell_h) / min(cell_w, cell_h) > 3:
+            problems.append(
+                f"heatmap tile {n + 1} is a strip: {rect.width()}×{rect.height()} px for "
+                f"{t_q}×{t_k} cells"
+            )
+    return problems
+
+
+def chart_problems(window: MainWindow) -> list[str]:
+    """The timing charts' titles, axis labels and legends are whole and apart."""
+    import pyqtgraph as pg
+
+    panel = window.timing_panel
+    if panel is None or not panel.isVisible() or window.timing_dock.visibleRegion().isEmpty():
+        return []  # not built, or behind the stepper's tab
+    problems = []
+    for chart in (panel.bars, panel.scaling, panel.memory):
+        if not chart.isVisible():
+            continue
+        item = chart.getPlotItem()
+        box = chart.viewport().rect()
+        labels: dict[str, pg.GraphicsObject] = {"title": item.titleLabel.item}
+        for side in ("bottom", "left"):
+            labels[f"{side} axis label"] = item.getAxis(side).label
+        legend = getattr(chart, "legend", None) or getattr(panel, "legend", None)
+        sweep_chart = chart is panel.scaling or chart is panel.memory
+        if sweep_chart and legend is not None and legend.items:  # an empty one draws nothing
+            labels["legend"] = legend
+        rects = {}
+        for what, graphic in labels.items():
+            if not graphic.isVisible():
+                continue
+            rect = chart.mapFromScene(graphic.sceneBoundingRect()).boundingRect()
+            rects[what] = rect
+            # a text item's box has ~4 px of padding round the glyphs
+            if not box.adjusted(-5, -5, 5, 5).contains(rect):
+                problems.append(
+                    f"{_name(chart)}'s {what} is cut off: {rect.width()}×{rect.height()} at "
+                    f"{rect.x()},{rect.y()} in {box.width()}×{box.height()}"
+                )
+        title = rects.get("title")
+        if title is not None and item.titleLabel.item.boundingRect().width() > (
+            item.titleLabel.boundingRect().width() + SLACK
+        ):
+            problems.append(f"{_name(chart)}'s title is wider than its place")
+    summary = panel.summary
+    if summary.isVisible():
+        from PySide6.QtCore import QPoint
+
+        charts = [c for c in (panel.bars, panel.sweep_charts) if c.isVisible()]
+        bottom = max(c.mapTo(panel, QPoint(0, c.height())).y() for c in charts)
+        if summary.geometry().top() < bottom - SLACK:
+            problems.append("the timing summary overlaps the charts")
+    return problems
+
+
+def recovered(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], when: str
+) -> list[str]:
+    """Problems: central views more than 8 px off their size before a dock opened."""
+    problems = []
+    for name, (width, height) in before.items():
+        w, h = after.get(name, (0, 0))
+        if abs(w - width) > 8 or abs(h - height) > 8:
+            problems.append(f"{when}, the {name} is {w}×{h} px, not {width}×{height} as before")
     return problems
