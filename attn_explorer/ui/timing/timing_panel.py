@@ -14,13 +14,16 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -55,6 +58,8 @@ SWEEP_PLACEHOLDER = "Press Ctrl+Shift+T (Scaling sweep)\nto time every strategy 
 EMPTY_SECONDS, EMPTY_TOKENS = (-6.0, 1.0), (math.log10(4) - 0.15, math.log10(1024) + 0.15)
 #: Room one decade label needs along its axis, in pixels: across for x, up for y.
 LABEL_PX_ACROSS, LABEL_PX_UP = 48, 20
+#: A chart's width its title may not use: the time axis and a little air.
+TITLE_MARGIN_PX = 70
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
@@ -157,9 +162,9 @@ class TimingPanel(QWidget):
         self.scaling.setLabel("left", "time per call")
         # Right of the plot, in a column of its own: a legend inside the plot covers the
         # curves, and one under the axis leaves a short dock (720-pixel screens) no plot.
-        self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt")
+        self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt", verSpacing=-6)
         self.scaling.getPlotItem().layout.addItem(self.legend, 2, 3)
-        self.scaling.setMinimumHeight(140)
+        self.scaling.setMinimumHeight(160)
         self.bars.setMinimumHeight(140)
         self._show_empty(self.bars, BARS_PLACEHOLDER, (-0.6, len(STRATEGIES) - 0.4))
         self._show_empty(self.scaling, SWEEP_PLACEHOLDER, EMPTY_TOKENS)
@@ -202,7 +207,8 @@ class TimingPanel(QWidget):
         self.sweep_charts = QStackedWidget()
         self.sweep_charts.addWidget(self.scaling)
         self.sweep_charts.addWidget(self.memory)
-        self.sweep_charts.setMinimumHeight(140)  # as each chart: the dock keeps room for it
+        # the legend's five lines, a two-line title and the T axis: the dock keeps room
+        self.sweep_charts.setMinimumHeight(160)
         self.sweep_view = QComboBox()
         self.sweep_view.addItems(["sweep: time", "sweep: peak memory"])
         self.sweep_view.setToolTip(
@@ -216,7 +222,32 @@ class TimingPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(buttons)
         layout.addLayout(charts, 1)
-        layout.addWidget(self.summary)
+        # The summary scrolls in a short dock instead of pushing over the charts' axes.
+        summary_area = QScrollArea()
+        summary_area.setWidgetResizable(True)
+        summary_area.setFrameShape(QFrame.Shape.NoFrame)
+        summary_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        summary_area.setWidget(self.summary)
+        summary_area.setMinimumHeight(2 * self.summary.fontMetrics().lineSpacing())
+        layout.addWidget(summary_area)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        QTimer.singleShot(0, self, self._wrap_titles)  # once the charts have their sizes
+
+    def _wrap_titles(self) -> None:
+        """A chart title wider than its chart wraps onto two lines instead of widening the
+        plot past the chart's edge (which cut the title, the legend and the last bar)."""
+        for chart in (self.bars, self.scaling, self.memory):
+            item = chart.getPlotItem()
+            title = item.titleLabel
+            legend = item.layout.columnMinimumWidth(3)  # the sweep's legend column, if any
+            room = max(80.0, chart.width() - TITLE_MARGIN_PX - legend)
+            title.item.setTextWidth(-1)  # its natural width, to compare
+            if title.item.boundingRect().width() > room:
+                title.item.setTextWidth(room)
+            title.updateMin()
+            item.setGeometry(0, 0, chart.width(), chart.height())  # refit to the chart
 
     # -- actions -------------------------------------------------------------------------
     def run_timing(self, run_loop: bool = False) -> None:
@@ -302,7 +333,8 @@ class TimingPanel(QWidget):
             )
             label.setPos(n, heights[n])
             self.bars.addItem(label)
-        self.bars.setYRange(floor, max(heights) + 0.6)
+        # headroom above the tallest bar for its time label (a short chart: ~a decade)
+        self.bars.setYRange(floor, max(heights) + max(0.6, 0.3 * (max(heights) - floor)))
         self.bars.setXRange(-0.6, len(names) - 0.4)
         shape_q = self.session.matrix("query").shape
         counts = call_counts(shape_q, shape_q)
