@@ -416,3 +416,4 @@ class TimingPanel(QWidget):
             "whole attention, tile by tile, and holds no T×T grid. " + memory_summary(sweep)
         )
         self.memory.show_sweep(sweep)
+        QTimer.singleShot(0, self, self._wrap_titles)  # the legend's column took room
