@@ -116,6 +116,11 @@ def _open_model(window: MainWindow) -> None:
     view.set_model_folder(folder)
     view.set_sentence("The teacher projects attention on the wall.")
     view.compute_now()
+    app = _app()
+    for _ in range(100):  # the model runs in a worker: wait for its read-out
+        if "heads" in view.status_label.text():
+            break
+        _settle(app, 0.05)
 
 
 def _view_vectors(window: MainWindow) -> None:
