@@ -42,6 +42,8 @@ from attn_explorer.tools.layout_rules import (
 )
 
 if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
     from attn_explorer.ui.window.main_window import MainWindow
 
 #: One dock state each, then dock combinations (a left and a right dock, two side views,
@@ -180,16 +182,16 @@ def _view_reopen(window: MainWindow) -> list[str]:
     return problems
 
 
-def _app():  # type: ignore[no-untyped-def]
+def _app() -> QApplication:
     from attn_explorer.render.qt_app import qt_application
 
     return qt_application()
 
 
-def _settle(app: object, seconds: float) -> None:
+def _settle(app: QApplication, seconds: float) -> None:
     from attn_explorer.cli.self_test import settle
 
-    settle(app, seconds)  # type: ignore[arg-type]
+    settle(app, seconds)
 
 
 SETUPS: dict[str, Callable[[MainWindow], list[str] | None]] = {

@@ -237,10 +237,10 @@ def window_problems(window: MainWindow) -> list[str]:
 
 def central_geometry(window: MainWindow) -> dict[str, tuple[int, int]]:
     """Sizes of the central views, by name: what must come back when a dock closes."""
-    sizes = {
-        "central area": window.centralWidget().size(),
-        "score grid": window.score_grid.size(),
-    }
+    middle = window.centralWidget()
+    sizes = {"score grid": window.score_grid.size()}
+    if middle is not None:
+        sizes["central area"] = middle.size()
     found = {name: (size.width(), size.height()) for name, size in sizes.items()}
     if window.heatmaps is not None:
         grid = window.heatmaps
@@ -295,7 +295,8 @@ def grid_problems(window: MainWindow) -> list[str]:
     heatmaps = window.heatmaps
     if grid.note.isVisible() and not table.isVisible() and heatmaps is not None:
         column, heads = grid.width(), heatmaps.width()
-        least = window.splitter.widget(0).minimumWidth()
+        column_widget = window.splitter.widget(0)
+        least = column_widget.minimumWidth() if column_widget is not None else 0
         if heads < 1.5 * column and column > least + 8:
             problems.append(
                 f"the score grid shows only a note yet keeps {column} px while the heatmaps "

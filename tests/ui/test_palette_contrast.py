@@ -58,7 +58,7 @@ def test_every_label_is_readable_after_dark_light_dark(qtbot, window):
             seen = label_contrasts(window)
             for part in ("scores S", "measured per call", "You changed", "2. "):
                 assert any(part in name for name in seen), (part, list(seen))
-            assert low_contrast(window) == [], ("dark" if dark else "light")
+            assert low_contrast(window) == [], "dark" if dark else "light"
     finally:
         if window.menu_actions.dark.isChecked():
             window.menu_actions.dark.trigger()

@@ -116,7 +116,8 @@ class Docks:
         window = self.window
         # least sizes waiting in posted layout requests (a view just re-laid out) count too
         QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
-        central = window.centralWidget().minimumSizeHint().width()
+        middle = window.centralWidget()
+        central = middle.minimumSizeHint().width() if middle is not None else 0
         for below in (self.timing, self.stepper):
             if below.isVisible():
                 central = max(central, below.minimumSizeHint().width())
