@@ -134,6 +134,17 @@ def _view_vectors(window: MainWindow) -> None:
 def _view_long(window: MainWindow) -> None:
     _load(window, "random")
     window.session.resize(heads=16, tokens=64)
+    _sixteen_drawn(window)
+
+
+def _sixteen_drawn(window: MainWindow) -> None:
+    """Wait for the 64-token result (a worker computes it) to be drawn as sixteen heads."""
+    app = _app()
+    for _ in range(200):
+        if window.heatmaps is not None and len(window.heatmaps.plots) == 16:
+            break
+        _settle(app, 0.05)
+    _settle(app, 0.5)  # and for the grid to re-flow once its size settles
 
 
 def _open_lessons(window: MainWindow) -> None:
@@ -166,11 +177,6 @@ def _view_reopen(window: MainWindow) -> list[str]:
 
     app = _app()
     _view_long(window)
-    _settle(app, 1.0)
-    for _ in range(100):  # the 64-token result comes from a worker: its sixteen heads drawn
-        if window.heatmaps is not None and len(window.heatmaps.plots) == 16:
-            break
-        _settle(app, 0.05)
     _settle(app, 0.5)
     before = central_geometry(window)
     window.commands.open_lessons()
