@@ -11,12 +11,8 @@ from qt_idle import settle
 
 from attn_explorer.state import Session
 from attn_explorer.state.formatting import format_seconds
-from attn_explorer.ui.timing.timing_panel import (
-    BARS_PLACEHOLDER,
-    SWEEP_PLACEHOLDER,
-    TimingPanel,
-    decade_text,
-)
+from attn_explorer.ui.timing.axes import decade_text
+from attn_explorer.ui.timing.timing_panel import BARS_PLACEHOLDER, SWEEP_PLACEHOLDER, TimingPanel
 
 TOKENS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 #: Fake timings (seconds) in the shape ``compute.timing.sweep_tokens`` returns.

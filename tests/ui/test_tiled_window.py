@@ -12,8 +12,9 @@ from attn_explorer.state import Session, preset
 from attn_explorer.state.formatting import format_number
 from attn_explorer.ui.explorer.toolbar import StrategyToggle
 from attn_explorer.ui.stepper.tiled_readout import TiledReadout
+from attn_explorer.ui.timing.axes import DecadeAxis
 from attn_explorer.ui.timing.memory_chart import MemoryChart, format_bytes, memory_summary
-from attn_explorer.ui.timing.timing_panel import COLOURS, DecadeAxis
+from attn_explorer.ui.timing.timing_panel import COLOURS
 
 
 @pytest.fixture

@@ -102,6 +102,9 @@ class FitScrollArea(QScrollArea):
             arrange(room.width())  # e.g. the stepper stacks its columns when narrow
             layout.activate()
         least = widget.minimumSizeHint().expandedTo(widget.minimumSize())
+        if layout is not None and layout.hasHeightForWidth():
+            # wrapped labels keep all their lines: the least height at this width
+            least.setHeight(max(least.height(), layout.minimumHeightForWidth(room.width())))
         bar_w = self.verticalScrollBar().sizeHint().width()
         bar_h = self.horizontalScrollBar().sizeHint().height()
         width = room.width() if least.height() <= room.height() else room.width() - bar_w

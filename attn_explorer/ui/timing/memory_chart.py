@@ -75,7 +75,7 @@ class MemoryChart(pg.PlotWidget):
         self.setTitle(MEMORY_TITLE, size="9pt")
         self.setLabel("bottom", "tokens T")
         self.setLabel("left", "bytes held")
-        self.setMinimumHeight(140)
+        self.setMinimumHeight(160)  # as the time chart: they share one place
         self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt")
         self.getPlotItem().layout.addItem(self.legend, 2, 3)
         self.getPlotItem().layout.setColumnMinimumWidth(3, 90)

@@ -14,18 +14,20 @@ the previous run.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -43,6 +45,7 @@ from attn_explorer.compute.timing import SWEEP_TOKENS, sweep_tokens, time_strate
 from attn_explorer.state import Session
 from attn_explorer.state.formatting import format_seconds
 from attn_explorer.ui.common.workers import LatestRunner
+from attn_explorer.ui.timing.axes import DecadeAxis, seconds_text
 from attn_explorer.ui.timing.memory_chart import MemoryChart, format_bytes, memory_summary
 
 COLOURS = {
@@ -63,56 +66,8 @@ OUT_OF_DATE = "out of date — run again"
 FADED = 0.35
 #: log10 ranges an empty chart shows: 1 µs … 10 s, and T = 4 … 1024.
 EMPTY_SECONDS, EMPTY_TOKENS = (-6.0, 1.0), (math.log10(4) - 0.15, math.log10(1024) + 0.15)
-#: Room one decade label needs along its axis, in pixels: across for x, up for y.
-LABEL_PX_ACROSS, LABEL_PX_UP = 48, 20
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def decade_text(power: float) -> str:
-    """10 to a whole ``power``, written as the user reads it: ``10³``, ``10⁻⁶``."""
-    return "10" + str(round(power)).translate(_SUPERSCRIPT)
-
-
-def seconds_text(power: float) -> str:
-    """10 to a whole ``power`` seconds, with its unit: ``1 µs``, ``100 ms``, ``10 s``."""
-    return format_seconds(10.0 ** round(power))
-
-
-class DecadeAxis(pg.AxisItem):
-    """A log10 axis labelled only at whole decades; the 2 … 9 ticks between are unlabelled.
-
-    Its values are log10 of the quantity: pyqtgraph's log mode (the sweep) or heights
-    already in log10 (the bar chart). ``label`` writes one decade. When the decades
-    are too close for their labels, only every 2nd (3rd, …) is labelled and the
-    minor ticks go; a view narrower than a decade labels its minor ticks instead.
-    """
-
-    def __init__(self, orientation: str, label: Callable[[float], str] = decade_text) -> None:
-        super().__init__(orientation)
-        self._label = label
-        self._label_minor = False
-
-    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[Any, list]]:
-        low, high = sorted((minVal, maxVal))
-        decades = max(high - low, 1e-9)
-        room = LABEL_PX_UP if self.orientation in ("left", "right") else LABEL_PX_ACROSS
-        step = max(1, math.ceil(room * decades / max(size, 1.0)))
-        majors = [float(n) for n in range(math.ceil(low), math.floor(high) + 1) if n % step == 0]
-        minors = [
-            n + math.log10(m)
-            for n in range(math.floor(low), math.ceil(high))
-            for m in range(2, 10)
-            if low <= n + math.log10(m) <= high
-        ]
-        self._label_minor = not majors
-        if not majors:  # less than a decade in view: its 2 … 9 ticks carry the labels
-            return [(1.0, minors)]
-        return [(float(step), majors)] + ([(None, minors)] if step == 1 else [])
-
-    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        if self._label_minor:
-            return [f"{10.0**v:.2g}" for v in values]
-        return [self._label(v) if abs(v - round(v)) < 1e-6 else "" for v in values]
+#: A chart's width its title may not use: the time axis and a little air.
+TITLE_MARGIN_PX = 70
 
 
 def speedup_text(results: dict[str, TimingResult]) -> str:
@@ -175,9 +130,9 @@ class TimingPanel(QWidget):
         self.scaling.setLabel("left", "time per call")
         # Right of the plot, in a column of its own: a legend inside the plot covers the
         # curves, and one under the axis leaves a short dock (720-pixel screens) no plot.
-        self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt")
+        self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt", verSpacing=-6)
         self.scaling.getPlotItem().layout.addItem(self.legend, 2, 3)
-        self.scaling.setMinimumHeight(140)
+        self.scaling.setMinimumHeight(160)
         self.bars.setMinimumHeight(140)
         self._show_empty(self.bars, BARS_PLACEHOLDER, (-0.6, len(STRATEGIES) - 0.4))
         self._show_empty(self.scaling, SWEEP_PLACEHOLDER, EMPTY_TOKENS)
@@ -220,7 +175,8 @@ class TimingPanel(QWidget):
         self.sweep_charts = QStackedWidget()
         self.sweep_charts.addWidget(self.scaling)
         self.sweep_charts.addWidget(self.memory)
-        self.sweep_charts.setMinimumHeight(140)  # as each chart: the dock keeps room for it
+        # the legend's five lines, a two-line title and the T axis: the dock keeps room
+        self.sweep_charts.setMinimumHeight(160)
         self.sweep_view = QComboBox()
         self.sweep_view.addItems(["sweep: time", "sweep: peak memory"])
         self.sweep_view.setToolTip(
@@ -234,8 +190,33 @@ class TimingPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(buttons)
         layout.addLayout(charts, 1)
-        layout.addWidget(self.summary)
+        # The summary scrolls in a short dock instead of pushing over the charts' axes.
+        summary_area = QScrollArea()
+        summary_area.setWidgetResizable(True)
+        summary_area.setFrameShape(QFrame.Shape.NoFrame)
+        summary_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        summary_area.setWidget(self.summary)
+        summary_area.setMinimumHeight(2 * self.summary.fontMetrics().lineSpacing())
+        layout.addWidget(summary_area)
         session.events.shape.connect(self.update_titles)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        QTimer.singleShot(0, self, self._wrap_titles)  # once the charts have their sizes
+
+    def _wrap_titles(self) -> None:
+        """A chart title wider than its chart wraps onto two lines instead of widening the
+        plot past the chart's edge (which cut the title, the legend and the last bar)."""
+        for chart in (self.bars, self.scaling, self.memory):
+            item = chart.getPlotItem()
+            title = item.titleLabel
+            legend = item.layout.columnMinimumWidth(3)  # the sweep's legend column, if any
+            room = max(80.0, chart.width() - TITLE_MARGIN_PX - legend)
+            title.item.setTextWidth(-1)  # its natural width, to compare
+            if title.item.boundingRect().width() > room:
+                title.item.setTextWidth(room)
+            title.updateMin()
+            item.setGeometry(0, 0, chart.width(), chart.height())  # refit to the chart
 
     # -- actions -------------------------------------------------------------------------
     def run_timing(self, run_loop: bool = False) -> None:
@@ -408,7 +389,8 @@ class TimingPanel(QWidget):
             )
             label.setPos(n, heights[n])
             self.bars.addItem(label)
-        self.bars.setYRange(floor, max(heights) + 0.6)
+        # headroom above the tallest bar for its time label (a short chart: ~a decade)
+        self.bars.setYRange(floor, max(heights) + max(0.6, 0.3 * (max(heights) - floor)))
         self.bars.setXRange(-0.6, len(names) - 0.4)
         shape_q = self.session.matrix("query").shape
         counts = call_counts(shape_q, shape_q)
@@ -495,3 +477,4 @@ class TimingPanel(QWidget):
         )
         self.memory.show_sweep(sweep)
         self.update_titles()
+        QTimer.singleShot(0, self, self._wrap_titles)  # the legend's column took room

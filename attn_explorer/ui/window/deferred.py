@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QSplitter
 
 from attn_explorer.state.app_state import AppState
 from attn_explorer.ui.explorer.heatmap_preview import HeatmapPreview
-from attn_explorer.ui.window.docks import Docks, show_dock
+from attn_explorer.ui.window.docks import HEATMAPS_MIN, Docks, show_dock
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QDockWidget
@@ -93,6 +93,7 @@ class DeferredViews(QObject):
             state.session, state.results, state.stepper, document=state.document
         )
         self.heatmaps.setObjectName("heatmaps")
+        self.heatmaps.setMinimumHeight(HEATMAPS_MIN[1])  # the width: see MainWindow
         sizes = self.splitter.sizes()
         self.splitter.replaceWidget(1, self.heatmaps)
         # Shown: keep the columns where the first paint put them; else room for the code.

@@ -8,7 +8,7 @@ places only; what is in a dock is the caller's.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, QEvent, Qt
 from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
@@ -24,6 +24,13 @@ from attn_explorer.ui.explorer.size_controls import SizeControls
 from attn_explorer.ui.lessons.lessons_panel import LessonsDock
 
 WIDE_WINDOW = 1500  # from this width the model view opens as a third column
+#: The central views' least sizes, which no dock can squeeze them below: the score grid's
+#: column (the grid of a few tokens, the code below it) and the heatmaps (sixteen heads
+#: in four columns of readable tiles, and the colour bar).
+GRID_COLUMN_MIN = 260
+HEATMAPS_MIN = (320, 220)
+#: Room the dock separators and the central margins take across the window.
+SEPARATORS_PX = 24
 Area = Qt.DockWidgetArea
 
 
@@ -81,10 +88,46 @@ class Docks:
         self.lessons: LessonsDock | None = None
 
     def add_lessons(self, lessons: LessonsDock) -> None:
-        """The Lessons dock on the right, hidden until asked for (Help ▸ Lessons, F3)."""
+        """The Lessons dock on the right, hidden until asked for (Help ▸ Lessons, F3).
+
+        On a window too narrow for it beside the inputs and the central views' least
+        width, it opens as a tab in the inputs' place instead (see :meth:`fits_beside`).
+        """
         self.lessons = lessons
         self.window.addDockWidget(Area.RightDockWidgetArea, lessons)
         lessons.hide()
+        lessons.visibilityChanged.connect(self._place_lessons)
+
+    def _place_lessons(self, visible: bool) -> None:
+        lessons = self.lessons
+        if not visible or lessons is None or lessons.isFloating():
+            return
+        if self.window.dockWidgetArea(lessons) != Area.RightDockWidgetArea:
+            return  # already sharing a place, or put elsewhere by the user
+        if self.fits_beside(lessons) or not self.inputs.isVisible():
+            return
+        self.window.tabifyDockWidget(self.inputs, lessons)
+        lessons.raise_()
+
+    def fits_beside(self, dock: QDockWidget) -> bool:
+        """True if ``dock`` fits in its side area: the side columns (each as wide as its
+        widest dock, tabbed or stacked docks share one), the central views and the docks
+        under them keep their least widths within the window."""
+        window = self.window
+        # least sizes waiting in posted layout requests (a view just re-laid out) count too
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        middle = window.centralWidget()
+        central = middle.minimumSizeHint().width() if middle is not None else 0
+        for below in (self.timing, self.stepper):
+            if below.isVisible():
+                central = max(central, below.minimumSizeHint().width())
+        columns: dict[Area, int] = {}
+        for other in window.findChildren(QDockWidget):
+            area = window.dockWidgetArea(other)
+            shown = other is dock or (other.isVisible() and not other.isFloating())
+            if shown and area in (Area.LeftDockWidgetArea, Area.RightDockWidgetArea):
+                columns[area] = max(columns.get(area, 0), other.minimumSizeHint().width())
+        return central + sum(columns.values()) + SEPARATORS_PX <= window.width()
 
     def fixed(self) -> list[QDockWidget]:
         """The docks every window has, for the View menu's show/hide toggles."""
@@ -121,5 +164,6 @@ class Docks:
         self.window.resizeDocks(
             [self.inputs], [min(380, width * 3 // 10)], Qt.Orientation.Horizontal
         )
-        stepper = max(240, min(300, height * 36 // 100))
+        # the timing charts (140 px), their buttons and two summary lines fit at 650 px
+        stepper = max(270, min(300, height * 36 // 100))
         self.window.resizeDocks([self.stepper], [stepper], Qt.Orientation.Vertical)

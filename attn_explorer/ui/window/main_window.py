@@ -17,9 +17,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QShowEvent
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFrame,
+    QLabel,
+    QMainWindow,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from attn_explorer.state import Session
 from attn_explorer.state.app_state import AppState
@@ -28,7 +37,7 @@ from attn_explorer.ui.explorer.code_panel import CodePanel
 from attn_explorer.ui.explorer.heatmap_preview import HeatmapPreview
 from attn_explorer.ui.explorer.matrix_table import MatrixTable
 from attn_explorer.ui.explorer.recompute import Recompute
-from attn_explorer.ui.explorer.score_grid import ScoreGrid
+from attn_explorer.ui.explorer.score_grid import MAX_GRID_TOKENS, ScoreGrid
 from attn_explorer.ui.explorer.size_controls import SizeControls
 from attn_explorer.ui.explorer.toolbar import OptionsBar, StrategyToggle
 from attn_explorer.ui.lessons.lessons_panel import LessonsDock
@@ -38,7 +47,13 @@ from attn_explorer.ui.window import saved_layout
 from attn_explorer.ui.window.actions import WindowActions, build_menu_bar
 from attn_explorer.ui.window.commands import Commands
 from attn_explorer.ui.window.deferred import COLUMN_SIZES, DeferredViews
-from attn_explorer.ui.window.docks import Docks, inputs_panel, show_dock
+from attn_explorer.ui.window.docks import (
+    GRID_COLUMN_MIN,
+    HEATMAPS_MIN,
+    Docks,
+    inputs_panel,
+    show_dock,
+)
 from attn_explorer.ui.window.file_commands import FileCommands
 from attn_explorer.ui.window.keyboard import Keyboard
 from attn_explorer.ui.window.status import StatusBar, follow_title
@@ -51,6 +66,37 @@ if TYPE_CHECKING:
     from attn_explorer.ui.model.model_view import ModelView
     from attn_explorer.ui.timing.timing_panel import TimingPanel
     from attn_explorer.ui.vectors.vectors_view import VectorsView
+
+
+class KeepLeastWidth(QObject):
+    """Keeps the heatmaps at least HEATMAPS_MIN and as large as their heads laid out now
+    need (a dock opening takes its room from elsewhere, never from these).
+
+    A least size set on the grid itself would hide its layout's from the splitter, so it
+    is the largest of them, taken again whenever the grid's layout changes.
+    """
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest and isinstance(watched, QWidget):
+            layout = watched.layout()
+            if layout is None:
+                return False
+            least = layout.minimumSize()
+            width = max(HEATMAPS_MIN[0], least.width(), self._plots_width(watched))
+            watched.setMinimumWidth(width)
+            # the wrapped hover line keeps its lines under the plots
+            height = layout.minimumHeightForWidth(max(width, watched.width()))
+            watched.setMinimumHeight(max(HEATMAPS_MIN[1], least.height(), height))
+        return False
+
+    @staticmethod
+    def _plots_width(grid: QWidget) -> int:
+        """What the heads laid out now need across (their titles and the colour bar)."""
+        view = getattr(grid, "view", None)
+        if view is None:
+            return 0
+        least = view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
+        return int(least) + 2 * view.frameWidth() + 8
 
 
 class MainWindow(QMainWindow):
@@ -87,6 +133,8 @@ class MainWindow(QMainWindow):
         # the stepper scrolls only below the panel's minimum
         self.docks = Docks(self, inputs, FitScrollArea(self.stepper))
         self.views = DeferredViews(self.state, self.splitter, placeholder, self.docks)
+        self._keep_least = KeepLeastWidth(self)
+        self.views.built.connect(self._on_view_built)
         self.commands = Commands(
             self, self.state, self.files, views=self.views, docks=self.docks,
             tables=self.tables, stepper=self.stepper, score_grid=self.score_grid,
@@ -119,6 +167,7 @@ class MainWindow(QMainWindow):
             self.views.build_timing()
         else:
             self.views.after_first_paint(self)
+        self._lend_grid_column()  # a session opened with over 16 tokens
         self.recompute.run()
 
     def _build_views(self) -> HeatmapPreview:
@@ -147,14 +196,28 @@ class MainWindow(QMainWindow):
         self.code_panel = CodePanel(s, results)
         self.code_panel.setObjectName("code_panel")
 
+        # The grid's title and axis note wrap: a narrow column keeps all of their words.
+        self.score_grid.title.setWordWrap(True)
+        self.score_grid.axes.setWordWrap(True)
         left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self.score_grid)
-        left.addWidget(self.code_panel)
+        # The code panel scrolls when short: its wrapped notes keep every line.
+        code_area = QScrollArea()
+        code_area.setWidgetResizable(True)
+        code_area.setFrameShape(QFrame.Shape.NoFrame)
+        code_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        code_area.setWidget(self.code_panel)
+        left.addWidget(code_area)
         left.setStretchFactor(0, 3)
         left.setStretchFactor(1, 2)
+        left.setMinimumWidth(GRID_COLUMN_MIN)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        # Neither column collapses, whatever a dock or a drag asks: their least sizes hold.
+        self.splitter.setChildrenCollapsible(False)
+        left.setChildrenCollapsible(False)
         self.splitter.addWidget(left)
         placeholder = HeatmapPreview(s, results)
+        placeholder.setMinimumSize(*HEATMAPS_MIN)
         self.splitter.addWidget(placeholder)
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 3)
@@ -173,7 +236,31 @@ class MainWindow(QMainWindow):
         self.options_bar.hide()
         layout.addWidget(self.splitter, 1)
         self.setCentralWidget(central)
+        self._kept_columns: list[int] | None = None  # the columns while the grid was shown
+        s.events.shape.connect(self._lend_grid_column)
         return placeholder
+
+    def _lend_grid_column(self, *_: object) -> None:
+        """Over 16 tokens the grid's column shows only a note: the heatmaps take its width
+        (the column keeps its least width for the code), and get it back at 16 or fewer."""
+        note_only = self.session.shape[2] > MAX_GRID_TOKENS
+        if note_only == (self._kept_columns is not None):
+            return
+        sizes = self.splitter.sizes()
+        if note_only:
+            self._kept_columns = sizes
+            total = sum(sizes)
+            grid = max(GRID_COLUMN_MIN, total * 3 // 10)
+            self.splitter.setSizes([grid, total - grid])
+        else:
+            kept, self._kept_columns = self._kept_columns, None
+            if kept is not None:
+                self.splitter.setSizes(kept)
+
+    def _on_view_built(self, name: str, view: object) -> None:
+        if name == "heatmaps" and isinstance(view, QWidget):
+            view.installEventFilter(self._keep_least)
+            self._keep_least.eventFilter(view, QEvent(QEvent.Type.LayoutRequest))
 
     def _shortcut_actions(self) -> list[QAction]:
         return [*self.menu_actions.all(), *self.stepper.transport_actions()]

@@ -42,8 +42,9 @@ def set_dark(dark: bool) -> None:
 
 
 def restore_dark() -> bool:
-    """Apply the dark palette if the user chose it last time; True if so."""
+    """Apply the palette the user chose last time (the light one by default); True if dark.
+
+    The light one too: the platform's default dims secondary text below 4.5 : 1."""
     dark = bool(settings().value("dark", False, type=bool))
-    if dark:
-        palette.apply(True)
+    palette.apply(dark)
     return dark
