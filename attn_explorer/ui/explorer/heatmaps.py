@@ -162,13 +162,13 @@ class HeatmapGrid(QWidget):
         self.plots, self.images, self.bars = [], [], []
         self._drawn = [None] * len(heads)
         tokens = self.session.tokens
-        # Many small heads: axes would crowd out the cells, so thumbnails show only their
-        # title; the hover read-out and the enlarged head (double-click) carry the labels.
+        # Many small heads: thumbnails show only a title; hover and enlarging carry labels.
         compact = len(heads) > COMPACT_HEADS
         self.hover.setText(self._hover_hint())
         for n, h in enumerate(heads):
             row, col = divmod(n, columns)
             plot = HeadPlot(self.head_title(h), compact, self._stage)
+            plot.vb.sigResized.connect(self._relayout.start)  # axes settle after a paint
             if plot.left is not None and len(tokens) == t_q:
                 plot.left.set_tokens(tokens)
             if plot.bottom is not None and self._stage == "output":
@@ -195,9 +195,8 @@ class HeatmapGrid(QWidget):
             rows = math.ceil(len(heads) / columns)
             self.view.addItem(bar, row=0, col=columns, rowspan=max(1, rows))
             self.bars.append(bar)
-        # Room for one column of heads and its colour bar(s), so a narrow view gets fewer
-        # columns (see best_columns) and never a bar pushed past its edge; heads with axes
-        # (a few large ones) need what their axes and titles need.
+        # Room for one column of heads and its colour bar(s): a narrow view gets fewer
+        # columns (best_columns), never a bar past its edge; heads with axes need theirs.
         if compact:
             least = MIN_HEAD_PX + (SHARED_BAR_PX if shared else 2 * BAR_PX)
         else:
@@ -231,6 +230,11 @@ class HeatmapGrid(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._relayout.start()  # once the size settles: maybe another number of columns
+
+    @property
+    def settling(self) -> bool:
+        """A resize is waiting to settle before the heads are laid out and folded again."""
+        return self._relayout.isActive()
 
     def _relayout_if_needed(self) -> None:
         if self._values is None or self._layout_key is None:

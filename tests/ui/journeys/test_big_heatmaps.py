@@ -41,6 +41,9 @@ def load_random(user, heads: int, tokens: int, dim: int) -> None:
         lambda: window.results.up_to_date and window.recompute.wait_idle(), timeout=20000
     )
     user.settle()
+    # The dock layout settles after the first draw; the heads re-fold once it has.
+    user.qtbot.waitUntil(lambda: not window.heatmaps.settling, timeout=5000)
+    user.settle()
 
 
 def full_result(window):
