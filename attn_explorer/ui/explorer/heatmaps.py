@@ -168,7 +168,6 @@ class HeatmapGrid(QWidget):
         for n, h in enumerate(heads):
             row, col = divmod(n, columns)
             plot = HeadPlot(self.head_title(h), compact, self._stage)
-            plot.vb.sigResized.connect(self._relayout.start)  # axes settle after a paint
             if plot.left is not None and len(tokens) == t_q:
                 plot.left.set_tokens(tokens)
             if plot.bottom is not None and self._stage == "output":
@@ -203,6 +202,7 @@ class HeatmapGrid(QWidget):
             hint = self.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
             least = math.ceil(hint / columns + (0 if shared else BAR_PX)) + 8
         self.view.setMinimumWidth(least)
+        self._relayout.start()  # new plots settle after their first paint: fold again then
 
     def layout_items(self) -> dict[str, pg.GraphicsObject]:
         """What must be on screen, by name: each head's cells and title, each colour bar."""
