@@ -8,7 +8,7 @@ places only; what is in a dock is the caller's.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
 from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
@@ -167,3 +167,34 @@ class Docks:
         # the timing charts (140 px), their buttons and two summary lines fit at 650 px
         stepper = max(270, min(300, height * 36 // 100))
         self.window.resizeDocks([self.stepper], [stepper], Qt.Orientation.Vertical)
+
+
+class KeepLeastWidth(QObject):
+    """Keeps the heatmaps at least HEATMAPS_MIN and as large as their heads laid out now
+    need (a dock opening takes its room from elsewhere, never from these).
+
+    A least size set on the grid itself would hide its layout's from the splitter, so it
+    is the largest of them, taken again whenever the grid's layout changes.
+    """
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest and isinstance(watched, QWidget):
+            layout = watched.layout()
+            if layout is None:
+                return False
+            least = layout.minimumSize()
+            width = max(HEATMAPS_MIN[0], least.width(), self._plots_width(watched))
+            watched.setMinimumWidth(width)
+            # the wrapped hover line keeps its lines under the plots
+            height = layout.minimumHeightForWidth(max(width, watched.width()))
+            watched.setMinimumHeight(max(HEATMAPS_MIN[1], least.height(), height))
+        return False
+
+    @staticmethod
+    def _plots_width(grid: QWidget) -> int:
+        """What the heads laid out now need across (their titles and the colour bar)."""
+        view = getattr(grid, "view", None)
+        if view is None:
+            return 0
+        least = view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
+        return int(least) + 2 * view.frameWidth() + 8

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -51,6 +51,7 @@ from attn_explorer.ui.window.docks import (
     GRID_COLUMN_MIN,
     HEATMAPS_MIN,
     Docks,
+    KeepLeastWidth,
     inputs_panel,
     show_dock,
 )
@@ -66,37 +67,6 @@ if TYPE_CHECKING:
     from attn_explorer.ui.model.model_view import ModelView
     from attn_explorer.ui.timing.timing_panel import TimingPanel
     from attn_explorer.ui.vectors.vectors_view import VectorsView
-
-
-class KeepLeastWidth(QObject):
-    """Keeps the heatmaps at least HEATMAPS_MIN and as large as their heads laid out now
-    need (a dock opening takes its room from elsewhere, never from these).
-
-    A least size set on the grid itself would hide its layout's from the splitter, so it
-    is the largest of them, taken again whenever the grid's layout changes.
-    """
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.LayoutRequest and isinstance(watched, QWidget):
-            layout = watched.layout()
-            if layout is None:
-                return False
-            least = layout.minimumSize()
-            width = max(HEATMAPS_MIN[0], least.width(), self._plots_width(watched))
-            watched.setMinimumWidth(width)
-            # the wrapped hover line keeps its lines under the plots
-            height = layout.minimumHeightForWidth(max(width, watched.width()))
-            watched.setMinimumHeight(max(HEATMAPS_MIN[1], least.height(), height))
-        return False
-
-    @staticmethod
-    def _plots_width(grid: QWidget) -> int:
-        """What the heads laid out now need across (their titles and the colour bar)."""
-        view = getattr(grid, "view", None)
-        if view is None:
-            return 0
-        least = view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
-        return int(least) + 2 * view.frameWidth() + 8
 
 
 class MainWindow(QMainWindow):
