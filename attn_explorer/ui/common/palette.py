@@ -11,7 +11,7 @@ still contrasts at least 4.5 : 1 with the window (WCAG 2, normal text).
 from __future__ import annotations
 
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 
 def apply(dark: bool) -> None:
@@ -21,13 +21,19 @@ def apply(dark: bool) -> None:
         return
     if app.style().name().lower() != "fusion":
         app.setStyle("Fusion")
-    app.setPalette(_dark() if dark else _light(app))
+    palette = _dark() if dark else _light(app)
+    if app.palette() == palette:
+        return  # nothing to resolve again (a second window restoring the same choice)
+    app.setPalette(palette)
     _repolish_style_sheets(app)
 
 
 def _repolish_style_sheets(app: QApplication) -> None:
     """Widgets with a style sheet resolved the old palette when polished: resolve the new one."""
-    for widget in app.allWidgets():
+    # Through the windows' own trees: allWidgets() also lists widgets whose window is being
+    # torn down, and touching those crashed a test run (signal 11).
+    widgets = [w for top in app.topLevelWidgets() for w in (top, *top.findChildren(QWidget))]
+    for widget in widgets:
         sheet = widget.styleSheet()
         if sheet:
             widget.setStyleSheet("")  # a different sheet: Qt polishes the widget again
