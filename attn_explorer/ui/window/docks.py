@@ -27,7 +27,7 @@ WIDE_WINDOW = 1500  # from this width the model view opens as a third column
 #: The central views' least sizes, which no dock can squeeze them below: the score grid's
 #: column (the grid of a few tokens, the code below it) and the heatmaps (sixteen heads
 #: in four columns of readable tiles, and the colour bar).
-GRID_COLUMN_MIN = 260
+GRID_COLUMN_MIN = 285
 HEATMAPS_MIN = (320, 220)
 #: Room the dock separators and the central margins take across the window.
 SEPARATORS_PX = 24
