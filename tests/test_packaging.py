@@ -264,3 +264,20 @@ def test_committed_screenshots_are_the_tools_shots_at_full_size() -> None:
 
     for shot in SHOTS:
         assert png_size(ROOT / "resources" / "screenshots" / shot.filename) == SIZE
+
+
+def test_pyproject_lists_every_package_folder() -> None:
+    """A wheel built from pyproject holds exactly the folders the source tree has.
+
+    The list is written by hand (resources/ maps onto attn_explorer.resources), so a new
+    sub-package left off it installs nowhere; the bundle then failed its self-test with
+    ModuleNotFoundError for attn_explorer.models.decoder.text.
+    """
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(project["tool"]["setuptools"]["packages"])
+    tree = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "attn_explorer").rglob("__init__.py")
+    }
+    assert tree - listed == set(), "pyproject.toml's packages misses these folders"
+    assert listed - tree == {"attn_explorer.resources"}, "pyproject.toml lists missing folders"

@@ -293,7 +293,11 @@ def taken_options(options: Options, attention: ModelAttention) -> Options:
 
 def taken_title(attention: ModelAttention, layer: int, head: int) -> str:
     """``tiny-bert layer 2 head 1``, and ``(batch of 3 sentences)`` for a batch."""
-    title = head_title(attention, layer, head)
+    return head_title(attention, layer, head) + taken_batch(attention)
+
+
+def taken_batch(attention: ModelAttention) -> str:
+    """`` (batch of 3 sentences)`` when a batch is taken, else ''."""
     if isinstance(attention, SentenceOfBatch) and attention.batch is not None:
-        title += f" (batch of {attention.batch.size} sentences)"
-    return title
+        return f" (batch of {attention.batch.size} sentences)"
+    return ""

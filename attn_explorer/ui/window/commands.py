@@ -119,7 +119,13 @@ class Commands:
         if attention is None:
             self.session.report("Nothing to take yet: type a sentence first.")
             return False
-        from attn_explorer.models.batch import taken_inputs, taken_note, taken_options, taken_title
+        from attn_explorer.models.batch import (
+            taken_batch,
+            taken_inputs,
+            taken_note,
+            taken_options,
+            taken_title,
+        )
 
         try:
             snapshot = taken_inputs(attention, layer, head)
@@ -131,7 +137,8 @@ class Commands:
         if not self.files.replace(snapshot, options, f"take {title}", title, source=source):
             return False
         self.session.report(
-            f"Loaded {source.describe()}: {len(snapshot.tokens)} tokens, d = {snapshot.shape[-1]}. "
+            f"Loaded {source.describe()}{taken_batch(attention)}: "
+            f"{len(snapshot.tokens)} tokens, d = {snapshot.shape[-1]}. "
             f"Every explorer feature now works on this real head.{taken_note(attention)}",
             "info",
         )

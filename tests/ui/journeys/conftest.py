@@ -132,6 +132,17 @@ class User:
             self.qtbot.mouseClick(widget, button, pos=pos)
         self.settle()
 
+    def move_mouse(self, widget: QWidget, pos: QPoint) -> None:
+        """Move the pointer over ``widget`` as a hand does: never sooner after the last move
+        than pyqtgraph's scene takes moves (``mouseRateLimit`` per second). A move it
+        drops loses a hover, or the start of a drag (a drag journey failed that way)."""
+        import pyqtgraph as pg
+
+        rate = pg.getConfigOption("mouseRateLimit")
+        if rate > 0:
+            self.qtbot.wait(int(1000 / rate) + 5)
+        self.qtbot.mouseMove(widget, pos)
+
     def settle(self) -> None:
         """Let the window catch up on what the last action set off (see ``qt_idle.settle``)."""
         settle()
@@ -184,7 +195,7 @@ class User:
     def hover_heatmap(self, head_index: int, i: int, j: int) -> None:
         heatmaps = self.window.heatmaps
         assert heatmaps is not None
-        self.qtbot.mouseMove(heatmaps.view.viewport(), self.heatmap_point(head_index, i, j))
+        self.move_mouse(heatmaps.view.viewport(), self.heatmap_point(head_index, i, j))
         self.settle()
 
     def grid(self) -> list[list[str]]:

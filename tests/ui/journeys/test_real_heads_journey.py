@@ -156,7 +156,7 @@ def test_vectors_view_of_a_minilm_head_is_readable(user):
     assert len(visible_labels(view)) == 32
     user.click(view.all_labels)
     # hovering a tip labels it too, and the read-out names it
-    user.qtbot.mouseMove(view.plot.viewport(), tip_point(view, "key", 8))
+    user.move_mouse(view.plot.viewport(), tip_point(view, "key", 8))
     user.settle()
     assert visible_labels(view) == [f"q3 {tokens[2]}", f"k4 {tokens[3]}", f"k9 {tokens[8]}"]
     assert view.hover.text().startswith(f"k9: token {tokens[8]!r}")
@@ -180,12 +180,12 @@ def test_after_a_drag_the_read_out_shows_the_moved_vector(user):
     view = user.window.vectors_view
     viewport = view.plot.viewport()
     start = tip_point(view, "query", 1)  # q2 = (0, 1) of the worked example
-    user.qtbot.mouseMove(viewport, start)
+    user.move_mouse(viewport, start)
     user.settle()
     assert view.hover.text().startswith("q2: token 't2' at position 2 · (0, 1)")
     target = view.plot.mapFromScene(view.view_box.mapViewToScene(QPointF(1.0, 2.0)))
     user.qtbot.mousePress(viewport, Qt.MouseButton.LeftButton, pos=start)
-    user.qtbot.mouseMove(viewport, target)
+    user.move_mouse(viewport, target)
     user.qtbot.waitUntil(lambda: not view._write_timer.isActive())
     user.qtbot.mouseRelease(viewport, Qt.MouseButton.LeftButton, pos=target)
     user.settle()

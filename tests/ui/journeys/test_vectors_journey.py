@@ -29,7 +29,7 @@ def drag(user, view, start: QPoint, path: list[QPoint]) -> None:
     viewport = view.plot.viewport()
     user.qtbot.mousePress(viewport, LEFT, pos=start)
     for point in path:
-        user.qtbot.mouseMove(viewport, point)
+        user.move_mouse(viewport, point)
         # the throttled write of this move has happened: every view follows while dragging
         user.qtbot.waitUntil(lambda: not view._write_timer.isActive())
         user.settle()
