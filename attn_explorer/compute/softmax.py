@@ -59,7 +59,8 @@ class NonFiniteRows(ValueError):
         self.row = row
 
 
-def _executor() -> ThreadPoolExecutor:
+def executor() -> ThreadPoolExecutor:
+    """The pool of WORKERS − 1 threads the callers share their blocks with (made once)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -279,6 +280,7 @@ def softmax_rows(
     factor: float = 1.0,
     keep: np.ndarray | None = None,
     out: np.ndarray | None = None,
+    threads: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row-wise softmax of ``x * factor`` with hidden entries (``keep`` False) at zero.
 
@@ -289,6 +291,10 @@ def softmax_rows(
     ``out`` may be ``x`` itself. Returns ``(weights, fully_masked_rows)``: ``weights`` has ``x``'s
     shape and dtype; ``fully_masked_rows`` is boolean ``(..., T_q)``, True where
     every key of the row was hidden (that row's weights are all zero, never NaN).
+
+    ``threads=False`` keeps every block in the calling thread, with the same numbers: for
+    callers that already share their work among the cores (a task of the shared pool
+    that waited on another task of it could wait for ever).
     """
     x = np.ascontiguousarray(as_float_array("x", x))  # int → float64; booleans refused
     if x.size == 0:
@@ -296,7 +302,9 @@ def softmax_rows(
             f"x: shape {x.shape} is empty; the softmax needs at least one row with one key."
         )
     if x.ndim < 2:  # one row
-        weights, fully = softmax_rows(x.reshape(1, -1), factor=factor, keep=keep, out=out)
+        weights, fully = softmax_rows(
+            x.reshape(1, -1), factor=factor, keep=keep, out=out, threads=threads
+        )
         return weights.reshape(x.shape), fully.reshape(())
     if (
         isinstance(factor, bool | np.bool_)
@@ -315,7 +323,7 @@ def softmax_rows(
         )
     job = _Softmax(x, out, factor, keep)
     blocks = list(_blocks(job.x.shape[0], x.shape[-2], x.shape[-1], x.itemsize))
-    if WORKERS == 1 or x.size < THREADED_MIN_ELEMENTS or len(blocks) < 2:
+    if not threads or WORKERS == 1 or x.size < THREADED_MIN_ELEMENTS or len(blocks) < 2:
         job.run(blocks)
     else:
         # Threads take runs of neighbouring blocks from one shared queue as they
@@ -326,7 +334,7 @@ def softmax_rows(
             for start in starts:  # next() on a range iterator is atomic under the GIL
                 job.run(blocks[start : start + CHUNK_BLOCKS])
 
-        helpers = [_executor().submit(take_runs) for _ in range(WORKERS - 1)]
+        helpers = [executor().submit(take_runs) for _ in range(WORKERS - 1)]
         take_runs()
         for helper in helpers:
             helper.result()

@@ -19,10 +19,15 @@ The text between the ``# [strategy tiled]`` markers is shown in the app's code p
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
+
+from attn_explorer.compute.softmax import WORKERS, executor
 
 #: Query rows and key columns of one tile, unless told otherwise. At d = 64 a tile of
 #: 16 heads is 16 · 128 · 128 · 4 B = 1 MB, and T = 4096 takes 32² Python turns, not 64².
@@ -36,6 +41,13 @@ MIN_BLOCK, MAX_BLOCK = 1, 4096
 #: Score cells (B·H·T_q·T_k) up to which a tiled result derives the stages it never
 #: held (scores, weights) when a view asks for them: the explorer's own score limit.
 SHOW_CELLS = 256 * 1024 * 1024
+
+#: Score cells (B·H·T_q·T_k) from which the query blocks are shared among the cores:
+#: below, handing work over costs more than it saves.
+THREADED_CELLS = 1 << 20
+
+_controller: ThreadpoolController | None = None
+_controller_lock = threading.Lock()
 
 
 def check_block(block: object) -> int:
@@ -91,6 +103,33 @@ def first_key_block(i0: int, offset: int, window: int | None, block: int) -> int
     return max(0, i0 + offset - window + 1) // block * block
 
 
+def on_every_core(work: Callable[[], None], blocks: int, cells: int) -> None:
+    """Run ``work`` on every core at once when the grid is big, else once, here.
+
+    Each call of ``work`` takes query blocks from one shared iterator until none is
+    left; numpy lets go of the GIL inside matmul and exp, so the cores really share the
+    blocks. Meanwhile BLAS runs one thread per call: its own pool on top of ours turned
+    the small tile products into a fight for the 2 cores (the tiled strategy took 3.6×
+    as long as with one BLAS thread, H16 T2048 d64).
+    """
+    if blocks < 2 or cells < THREADED_CELLS or WORKERS == 1:
+        work()
+        return
+    with _blas().limit(limits=1, user_api="blas"):
+        helpers = [executor().submit(work) for _ in range(min(WORKERS, blocks) - 1)]
+        work()
+        for helper in helpers:
+            helper.result()  # an error in a helper thread is raised here
+
+
+def _blas() -> ThreadpoolController:
+    global _controller
+    with _controller_lock:
+        if _controller is None:  # it reads every loaded library once (~1 ms)
+            _controller = ThreadpoolController()
+        return _controller
+
+
 def attention_tiled(
     query: np.ndarray,
     key: np.ndarray,
@@ -129,9 +168,14 @@ def attention_tiled(
     output = np.empty((B, H_kv, G, T_q, d_v), dtype=query.dtype)
     row_max = np.empty((B, H_kv, G, T_q), dtype=query.dtype)
     row_sum = np.empty((B, H_kv, G, T_q), dtype=query.dtype)
-    with np.errstate(under="ignore"):  # exp of a far-below-max score is 0, as in softmax
+    starts = range(0, T_q, block)
+    # causal: the longest query blocks (the last rows see every key) first, so the cores
+    # finish together
+    next_blocks = iter(reversed(starts) if causal else starts)  # shared by the cores
+
+    def work() -> None:
         # [strategy tiled]
-        for i0 in range(0, T_q, block):  # one block of query rows at a time
+        for i0 in next_blocks:  # one block of query rows at a time, on whichever core is free
             i1 = min(i0 + block, T_q)
             q = Q[..., i0:i1, :] * scale  # (B, H_kv, G, bq, d): scaled once, not every tile
             m = np.full(q.shape[:-1], minus_inf, dtype=dtype)  # (B, H_kv, G, bq): running max
@@ -159,6 +203,9 @@ def attention_tiled(
             output[..., i0:i1, :] = acc / np.where(seen, norm, dtype(1))[..., None]  # 0 if unseen
             row_max[..., i0:i1], row_sum[..., i0:i1] = m, norm
         # [end]
+
+    with np.errstate(under="ignore"):  # exp of a far-below-max score is 0, as in softmax
+        on_every_core(work, len(starts), B * H * T_q * T_k)
     return (
         output.reshape(B, H, T_q, d_v),
         row_max.reshape(B, H, T_q),

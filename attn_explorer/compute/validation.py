@@ -29,7 +29,7 @@ class Limits:
 
     max_batch: int = 8
     max_heads: int = 64
-    max_tokens: int = 4096
+    max_tokens: int = 8192  # a small LLM's whole context (SmolLM2: 8 192), taken as one head
     max_dim: int = 512
     #: elements of one Q, K or V tensor (B·H·T·d): 64 Mi floats = 256 MB as float32
     max_matrix_elements: int = 64 * 1024 * 1024

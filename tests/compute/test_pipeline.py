@@ -8,7 +8,7 @@ from compute_reference import (
     reference_scores,
     reference_softmax,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -75,6 +75,16 @@ def test_every_stage_matches_reference(inputs, strategy):
 
 @settings(max_examples=120, deadline=None)
 @given(masked_inputs(bound=1e4))
+@example(  # scaled scores 2 694 and 2 696 in float32: the exponent's rounding shows
+    (
+        np.array([[0.0, 0.0], [1905.0, 1.5]], dtype=np.float32),
+        np.array([[2.0, 0.0], [2.0, 2.0]], dtype=np.float32),
+        np.zeros((2, 1), dtype=np.float32),
+        False,
+        None,
+        None,
+    )
+)
 def test_extreme_values_stay_finite(inputs):
     """±1e4 inputs give scores ~1e8: the softmax must still be finite, rows sum to 1."""
     query, key, value, causal, mask, window = inputs
@@ -90,9 +100,16 @@ def test_extreme_values_stay_finite(inputs):
     assert (weights[fully] == 0).all()
     assert (weights[~keep] == 0).all()
     # The softmax of its own scaled stage (float64 reference): the softmax is exact
-    # even though float32 scores of ~1e8 are themselves rounded.
+    # even though float32 scores of ~1e8 are themselves rounded. Exact up to the
+    # rounding of the exponent itself: float32 computes e^y as 2^(y · log2 e) with that
+    # product rounded, an error of half an ulp of |y · log2 e| in the exponent, which is
+    # the weight's relative error (hypothesis found scaled scores of 2 696 in float32:
+    # 1.3e-4 relative, over a fixed 1e-4).
+    scaled = result.scaled[np.isfinite(result.scaled)]
+    largest = float(np.abs(scaled).max(initial=0.0)) * 1.4426950408889634
+    rounding = 2 * float(np.spacing(result.scaled.dtype.type(largest)))
     reference, _ = reference_softmax(result.scaled.astype(np.float64), keep)
-    np.testing.assert_allclose(weights, reference, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(weights, reference, rtol=max(1e-4, 2 * rounding), atol=1e-6)
 
 
 def test_worked_example_weights_and_output():

@@ -121,11 +121,12 @@ def test_cancel_from_another_thread():
 
 
 def test_peak_memory_tiled_holds_no_grid():
-    """The memory column: batched holds the (H, T, T) scores, tiled only tiles and output."""
+    """The memory column: batched holds the (H, T, T) scores, tiled only tiles and output
+    (one tile per core at a time: H · 128 · 128 floats each, at any T)."""
     rng = np.random.default_rng(0)
-    q = rng.standard_normal((1, 4, 512, 16)).astype(np.float32)
+    q = rng.standard_normal((1, 4, 1024, 16)).astype(np.float32)
     results = time_strategies(q, q, ("batched", "tiled"), repeats=1, warmup=0, min_seconds=0)
-    grid = 4 * 512 * 512 * 4
+    grid = 4 * 1024 * 1024 * 4
     assert results["batched"].peak_bytes >= grid
     assert results["tiled"].peak_bytes < grid / 4
     none = time_strategies(q, q, ("batched",), repeats=1, warmup=0, min_seconds=0, memory=False)

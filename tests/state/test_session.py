@@ -545,7 +545,7 @@ def test_insert_token_random_fill_differs_per_matrix(session):
         ({"heads": 0}, "H ≥ 1"),
         ({"batch": 0}, "B ≥ 1"),
         ({"tokens": -2}, "T ≥ 1"),
-        ({"tokens": 5000}, f"T = 5000 is over the limit of {LIMITS.max_tokens}"),
+        ({"tokens": 9000}, f"T = 9000 is over the limit of {LIMITS.max_tokens}"),
         ({"heads": 65}, f"H = 65 is over the limit of {LIMITS.max_heads}"),
         ({"dim": 600}, f"d = 600 is over the limit of {LIMITS.max_dim}"),
         ({"batch": 9}, f"B = 9 is over the limit of {LIMITS.max_batch}"),

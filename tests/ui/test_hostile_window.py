@@ -265,12 +265,12 @@ def test_an_oversized_paste_is_refused_before_any_number_is_parsed(window, monke
     calls = []
     real = matrix_table.parse_number
     monkeypatch.setattr(matrix_table, "parse_number", lambda t: calls.append(t) or real(t))
-    huge = "1\t2\t3\n" * 5000  # 5 000 rows: more than any table has tokens
+    huge = "1\t2\t3\n" * 9000  # 9 000 rows: more than any table has tokens
     QApplication.clipboard().setText(huge)
     window.tables["key"].setFocus()
     assert not window.commands.paste_cells()
     assert calls == []
-    assert "5,000 rows" in window.statusBar().currentMessage()
+    assert "9,000 rows" in window.statusBar().currentMessage()
     wide = "\t".join(["1"] * 600)  # 600 numbers in a row: more than d may be
     QApplication.clipboard().setText(wide)
     assert not window.commands.paste_cells()

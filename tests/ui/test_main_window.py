@@ -170,7 +170,7 @@ def test_resize_and_undo_through_size_controls(qtbot, window):
 
 
 def test_over_limit_resize_is_refused_and_state_kept(window):
-    assert not window.session.resize(tokens=5000)
+    assert not window.session.resize(tokens=9000)
     assert "over the limit" in window.statusBar().currentMessage()
     assert window.session.shape == (1, 1, 3, 2)
 

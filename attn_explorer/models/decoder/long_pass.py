@@ -28,13 +28,14 @@ from __future__ import annotations
 import math
 import operator
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from attn_explorer.compute.softmax import softmax_rows
+from attn_explorer.compute.softmax import WORKERS, executor, softmax_rows
 from attn_explorer.models.decoder.ops import softcap
 from attn_explorer.models.errors import TextError
 
@@ -101,11 +102,28 @@ def check_memory(needed: int, tokens: int, available: int | None = None) -> None
 
 
 def _blocks(x: np.ndarray, size: int, ufunc: np.ufunc) -> np.ndarray:
-    """``ufunc`` (max or min) over blocks of size × size cells of (…, R, C) ``x``; ragged ends."""
+    """``ufunc`` (max or min) over blocks of size × size cells of (…, R, C) ``x``; ragged ends.
+
+    Whole blocks are one reduce over a reshaped view, each ragged end one more (a
+    ``reduceat`` with short segments took a third of a 1 024-token pass).
+    """
     if size == 1:
         return x
-    rows = ufunc.reduceat(x, np.arange(0, x.shape[-2], size), axis=-2)  # (…, ⌈R/s⌉, C)
-    return ufunc.reduceat(rows, np.arange(0, x.shape[-1], size), axis=-1)  # (…, ⌈R/s⌉, ⌈C/s⌉)
+    *lead, t_r, t_c = x.shape
+    whole_r, whole_c = t_r // size, t_c // size
+    rows = np.empty((*lead, -(-t_r // size), t_c), dtype=x.dtype)  # (…, ⌈R/s⌉, C)
+    if whole_r:
+        cut = x[..., : whole_r * size, :].reshape(*lead, whole_r, size, t_c)
+        ufunc.reduce(cut, axis=-2, out=rows[..., :whole_r, :])
+    if whole_r * size < t_r:
+        ufunc.reduce(x[..., whole_r * size :, :], axis=-2, out=rows[..., -1, :])
+    out = np.empty((*lead, rows.shape[-2], -(-t_c // size)), dtype=x.dtype)  # (…, ⌈R/s⌉, ⌈C/s⌉)
+    if whole_c:
+        cut = rows[..., : whole_c * size].reshape(*lead, rows.shape[-2], whole_c, size)
+        ufunc.reduce(cut, axis=-1, out=out[..., :whole_c])
+    if whole_c * size < t_c:
+        ufunc.reduce(rows[..., whole_c * size :], axis=-1, out=out[..., -1])
+    return out
 
 
 def hidden_cells(i0: int, i1: int, window: int) -> tuple[int, np.ndarray]:
@@ -123,17 +141,22 @@ def hidden_cells(i0: int, i1: int, window: int) -> tuple[int, np.ndarray]:
     return first, hidden
 
 
-def block_weights(raw: np.ndarray, i0: int, scale: float, cap: float, window: int) -> np.ndarray:
+def block_weights(
+    raw: np.ndarray, i0: int, scale: float, cap: float, window: int, threads: bool = True
+) -> np.ndarray:
     """Softmax weights (…, bq, i1) of raw scores (…, bq, i1) of rows i0 …: the long pass's
-    softmax and the heads' on demand, the same function so the two agree bit for bit."""
+    softmax and the heads' on demand, the same function so the two agree bit for bit
+    (``threads`` changes who computes the blocks, not the numbers)."""
     i1 = raw.shape[-1]
     first, hidden = hidden_cells(i0, i1, window)
     keep = np.ones((i1 - i0, i1), dtype=bool)
     keep[:, first:] = ~hidden
     if cap:  # Gemma 2: the scaled scores soft-capped before the softmax
-        weights, _ = softmax_rows(softcap(raw * raw.dtype.type(scale), cap), keep=keep)
+        weights, _ = softmax_rows(
+            softcap(raw * raw.dtype.type(scale), cap), keep=keep, threads=threads
+        )
     else:
-        weights, _ = softmax_rows(raw, factor=scale, keep=keep)
+        weights, _ = softmax_rows(raw, factor=scale, keep=keep, threads=threads)
     return weights
 
 
@@ -171,6 +194,7 @@ class LongStats:
     score_low: float = math.inf
     score_high: float = -math.inf
     _pairs: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(init=False)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.block = preview_block(self.tokens)
@@ -197,7 +221,7 @@ class LongStats:
         r, n0 = self.block, i0 // self.block
         n1, c1 = n0 + -(-bq // r), -(-i1 // r)
         self.weights_preview[layer, :, n0:n1, :c1] = _blocks(weights, r, np.maximum)
-        sums = self.sums
+        adds: dict[str, np.ndarray] = {}  # this block's share of each (H,) sum
         rows = np.arange(bq)
         top = weights.max(axis=-1)  # (H, bq): exp(0) / ℓ, so −ln of it is ln ℓ
         mixed = np.einsum("hij,hij->hi", weights, raw, dtype=np.float64)  # Σ_j w·raw
@@ -210,27 +234,31 @@ class LongStats:
             entropy = -(weights * np.log(safe)).sum(axis=-1, dtype=np.float64)
         else:  # −Σ w ln w = m − Σ w·s + ln ℓ, s = raw · scale
             entropy = keys.scale * (row_max - mixed) - np.log(top.astype(np.float64))
-        sums["entropy"][layer] += entropy.sum(axis=-1)
+        adds["entropy"] = entropy.sum(axis=-1)
         np.copyto(raw[..., first:], np.float32(np.inf), where=hidden)
         low = _blocks(raw, r, np.minimum)
         with np.errstate(invalid="ignore"):  # a block of hidden keys: −inf (its top), kept
             far = np.where(low + high < 0, low, high)
         self.scores_preview[layer, :, n0:n1, :c1] = far
         finite = np.isfinite(high)
-        if finite.any():
-            self.score_low = min(self.score_low, float(low[finite].min()))
-            self.score_high = max(self.score_high, float(high[finite].max()))
-        sums["first"][layer] += weights[..., 0].sum(axis=-1)
+        extremes = (float(low[finite].min()), float(high[finite].max())) if finite.any() else None
+        adds["first"] = weights[..., 0].sum(axis=-1)
         if i0 == 0:
             rows = rows[1:]
-        sums["previous"][layer] += weights[:, rows, rows + i0 - 1].sum(axis=-1)
+        adds["previous"] = weights[:, rows, rows + i0 - 1].sum(axis=-1)
         for name, where in zip(("cls", "sep"), self.key_tokens, strict=True):
             seen = where[where < i1]
-            sums[name][layer] += weights[..., seen].sum(axis=(-1, -2), dtype=np.float64)
+            adds[name] = weights[..., seen].sum(axis=(-1, -2), dtype=np.float64)
         for name in ("duplicate", "induction"):
-            sums[name][layer] += self._pattern_mass(name, i0, weights)
+            adds[name] = self._pattern_mass(name, i0, weights)
         if i0 + bq == self.tokens:
             self.last_row[layer, :, :i1] = weights[:, -1]
+        with self._lock:  # blocks of one layer are folded by every core at once
+            for name, add in adds.items():
+                self.sums[name][layer] += add
+            if extremes is not None:
+                self.score_low = min(self.score_low, extremes[0])
+                self.score_high = max(self.score_high, extremes[1])
 
     def _pattern_mass(self, name: str, i0: int, weights: np.ndarray) -> np.ndarray:
         """(H,) Σ of weights over the (i, j) pairs of a pattern whose row is in this block."""
@@ -321,7 +349,9 @@ def long_attention(
 
     Query head h reads key/value head h // (H / H_kv), broadcast, never copied. Each
     block's raw scores and weights (H, bq, i1) go to ``fold(i0, raw, weights)`` before
-    the next block is computed. Returns the output (H, T, d).
+    that core computes its next block; the cores take blocks from one shared queue, the
+    longest first, so ``fold`` is called from several threads at once. Returns the
+    output (H, T, d).
     """
     heads, t, d = q.shape
     kv = k.shape[0]
@@ -329,17 +359,25 @@ def long_attention(
     block = max(QUERY_BLOCK, preview_block(t))
     block = -(-block // preview_block(t)) * preview_block(t)  # whole preview rows per block
     output = np.empty((heads, t, v.shape[-1]), dtype=q.dtype)
-    with threadpool_limits(limits=1, user_api="blas"):  # small matmuls: more threads only wait
-        for i0 in range(0, t, block):
+    next_blocks = iter(range((t - 1) // block * block, -1, -block))  # longest rows first
+
+    def work() -> None:  # each core takes the next block of rows until none is left
+        for i0 in next_blocks:  # next() on a range iterator is atomic under the GIL
             i1, bq = min(i0 + block, t), min(block, t - i0)
             rows = q[:, i0:i1].reshape(kv, group * bq, d)  # (H_kv, G·bq, d)
             raw = np.matmul(rows, k[:, :i1].swapaxes(-1, -2))  # (H_kv, G·bq, d) @ (H_kv, d, i1)
             raw = raw.reshape(heads, bq, i1)  # (H, bq, i1)
-            weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window)
+            weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window, threads=False)
             mixed = np.matmul(weights.reshape(kv, group * bq, i1), v[:, :i1])  # (H_kv, G·bq, d)
             output[:, i0:i1] = mixed.reshape(heads, bq, -1)
             if fold is not None:
                 fold(i0, raw, weights)
+
+    with threadpool_limits(limits=1, user_api="blas"):  # small matmuls: more threads only wait
+        helpers = [executor().submit(work) for _ in range(min(WORKERS, -(-t // block)) - 1)]
+        work()
+        for helper in helpers:
+            helper.result()  # an error in a helper is raised here
     return output
 
 
