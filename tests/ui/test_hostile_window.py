@@ -351,6 +351,6 @@ def test_a_worker_that_finishes_after_its_window_closed_says_nothing(qtbot, capf
         runner.deleteLater()
     del runner
     release.set()
-    LatestRunner.pool().waitForDone(5000)
+    LatestRunner.pool().wait_for_done(5000)
     settle()  # what the finished job posted is delivered
     assert "Signal source has been deleted" not in capfd.readouterr().err

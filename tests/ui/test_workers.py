@@ -46,6 +46,6 @@ def test_a_quiet_cancel_drops_the_result_and_clears_busy(qtbot):
     runner.cancel(quiet=True)
     assert busy == [True, False] and not runner.is_busy()
     release.set()
-    LatestRunner.pool().waitForDone(5000)
+    LatestRunner.pool().wait_for_done(5000)
     settle()  # the job's queued answer is delivered (and dropped)
     assert got == []

@@ -3,6 +3,13 @@
 A job is a plain function ``fn(progress, should_stop) -> result`` (see
 ``compute.time_strategies``). Each submit gets a new ticket; only the newest
 ticket of a :class:`LatestRunner` reaches the GUI, so stale results are dropped.
+
+The pool's threads are Python's own (``concurrent.futures``), not a ``QThreadPool``:
+a Qt pool thread makes a new Python thread state each time it calls into Python, and
+CPython 3.11 crashes (signal 11 in ``traceback_new``) when that happens while
+``tracemalloc`` traces, as the timing's memory measurement does — gdb caught it
+in a pool thread starting a job. A Python thread's state is made once, by the thread
+that starts it, with the GIL held.
 """
 
 from __future__ import annotations
@@ -11,9 +18,11 @@ import contextlib
 import threading
 import traceback
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, Signal
 
 from attn_explorer.compute import Cancelled
 
@@ -27,11 +36,35 @@ class _Signals(QObject):
     progress = Signal(int, float, str)
 
 
-class _Task(QRunnable):
+class JobPool:
+    """Two Python worker threads shared by every runner (the machine has 2 cores)."""
+
+    def __init__(self, workers: int = 2) -> None:
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="attn-job")
+        self._futures: set[Future[None]] = set()
+        self._lock = threading.Lock()
+
+    def start(self, task: _Task) -> None:
+        future = self._executor.submit(task.run)
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: Future[None]) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+    def wait_for_done(self, timeout_ms: int = -1) -> bool:
+        """Wait until every job started so far has ended; False if ``timeout_ms`` ran out."""
+        with self._lock:
+            running = set(self._futures)
+        _, pending = wait_futures(running, None if timeout_ms < 0 else timeout_ms / 1000)
+        return not pending
+
+
+class _Task:
     def __init__(self, ticket: int, job: Job, signals: _Signals, stop: threading.Event) -> None:
-        super().__init__()
         self.ticket, self.job, self.signals, self.stop = ticket, job, signals, stop
-        self.setAutoDelete(True)
 
     def run(self) -> None:
         if self.stop.is_set():  # superseded while it waited for a thread: never start it
@@ -73,7 +106,7 @@ class LatestRunner(QObject):
     progress = Signal(float, str)
     busy = Signal(bool)
 
-    _pool: QThreadPool | None = None
+    _pool: JobPool | None = None
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -87,10 +120,9 @@ class LatestRunner(QObject):
         self.dropped = 0  # stale results thrown away (for tests and the benchmark)
 
     @classmethod
-    def pool(cls) -> QThreadPool:
+    def pool(cls) -> JobPool:
         if cls._pool is None:
-            cls._pool = QThreadPool()
-            cls._pool.setMaxThreadCount(2)
+            cls._pool = JobPool(2)
         return cls._pool
 
     def submit(self, job: Job) -> int:
