@@ -13,7 +13,12 @@ from attn_explorer.state.formatting import format_number
 from attn_explorer.ui.explorer.toolbar import StrategyToggle
 from attn_explorer.ui.stepper.tiled_readout import TiledReadout
 from attn_explorer.ui.timing.axes import DecadeAxis
-from attn_explorer.ui.timing.memory_chart import MemoryChart, format_bytes, memory_summary
+from attn_explorer.ui.timing.memory_chart import (
+    MemoryChart,
+    bytes_text,
+    format_bytes,
+    memory_summary,
+)
 from attn_explorer.ui.timing.timing_panel import COLOURS
 
 
@@ -105,9 +110,10 @@ def test_memory_chart_draws_each_strategy_and_says_the_ratio(qtbot):
     assert names == ["loop", "batched", "tiled"]  # no matmul list: no matmul line
     loop_line = chart.getPlotItem().listDataItems()[0]
     assert list(loop_line.getOriginalDataset()[0]) == [64]  # the NaN point is left out
-    assert format_bytes(16 * 1024 * 1024 * 4.0) == "64 MB"
+    assert format_bytes(16 * 1024 * 1024 * 4.0) == "67.1 MB"  # SI units, as the axis
+    assert [bytes_text(p) for p in (2, 3, 4, 8, 9)] == ["100 B", "1 kB", "10 kB", "100 MB", "1 GB"]
     text = memory_summary(sweep)
-    assert "Peak memory at T = 1024: batched 64 MB, tiled 4.77 MB" in text
+    assert "Peak memory at T = 1024: batched 67.1 MB, tiled 5 MB" in text
     assert "tiled holds 7.5% of batched's" in text
 
 
@@ -116,6 +122,9 @@ def test_timing_panel_switches_the_sweep_between_time_and_memory(qtbot, session)
 
     panel = TimingPanel(session)
     qtbot.addWidget(panel)
+    panel.resize(900, 260)  # the timing dock at 1280 × 720: each chart about 450 px wide
+    panel.show()
+    qtbot.waitExposed(panel)
     tokens = [64, 1024]
     sweep = {"tokens": tokens, "loop_estimated": [False, True]}
     for name, scale in (("loop", 1e-5), ("matmul", 1e-8), ("batched", 1e-9), ("tiled", 2e-9)):
@@ -127,4 +136,13 @@ def test_timing_panel_switches_the_sweep_between_time_and_memory(qtbot, session)
     panel.sweep_view.setCurrentIndex(1)
     assert panel.sweep_charts.currentWidget() is panel.memory
     assert [label.text for _, label in panel.memory.legend.items] == ["batched", "tiled"]
-    assert "Peak memory at T = 1024: batched 4 MB, tiled 3.91 MB" in panel.summary.text()
+    assert "Peak memory at T = 1024: batched 4.19 MB, tiled 4.1 MB" in panel.summary.text()
+
+    def names_inside() -> bool:  # every legend name drawn whole, inside the chart
+        chart = panel.memory
+        return all(
+            label.mapRectToScene(label.boundingRect()).right() <= chart.width()
+            for _, label in chart.legend.items
+        )
+
+    qtbot.waitUntil(names_inside, timeout=2000)

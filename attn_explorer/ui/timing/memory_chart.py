@@ -16,12 +16,13 @@ import pyqtgraph as pg
 
 from attn_explorer.compute import STRATEGIES
 
-_UNITS = ((1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB"))
+_UNITS = ((10**9, "GB"), (10**6, "MB"), (10**3, "kB"))  # SI: the axis's decades read 1 kB, 10 kB…
 MEMORY_TITLE = "peak memory vs tokens T (log–log): T² grid vs T·d tiles"
 
 
 def format_bytes(count: float) -> str:
-    """Bytes as the user reads them: ``512 B``, ``1.5 kB``, ``256 MB`` (powers of 1024)."""
+    """Bytes as the user reads them: ``512 B``, ``1.5 kB``, ``268 MB`` (powers of 1000, so the
+    log axis's decades read 1 kB, 10 kB, 100 kB, not 977 kB and 95.4 MB)."""
     for size, unit in _UNITS:
         if count >= size:
             return f"{count / size:.3g} {unit}"
@@ -29,7 +30,7 @@ def format_bytes(count: float) -> str:
 
 
 def bytes_text(power: float) -> str:
-    """10 to a whole ``power`` bytes, for the memory axis: ``1 kB``, ``95.4 MB``."""
+    """10 to a whole ``power`` bytes, for the memory axis: ``1 kB``, ``100 MB``."""
     return format_bytes(10.0 ** round(power))
 
 
@@ -96,7 +97,9 @@ class MemoryChart(pg.PlotWidget):
                 tokens, held, pen=pg.mkPen(colour, width=2), symbol="o", symbolBrush=colour
             )
             self.legend.addItem(item, name)
-        if lines:
+        if lines:  # the legend's column as wide as its longest name, so none is cut off
+            text = max(label.item.boundingRect().width() for _, label in self.legend.items)
+            self.getPlotItem().layout.setColumnMinimumWidth(3, text + 38)  # + line sample
             held = np.log10(np.concatenate([h for _, h in lines.values()]))
             self.setYRange(math.floor(held.min()), math.ceil(held.max()), padding=0)
             tokens = np.log10(np.concatenate([t for t, _ in lines.values()]))

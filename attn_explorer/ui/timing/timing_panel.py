@@ -183,7 +183,7 @@ class TimingPanel(QWidget):
             "Which chart of the scaling sweep is shown: time per call, or the peak bytes "
             "each strategy holds (T² for the grid, T·d for tiled)"
         )
-        self.sweep_view.currentIndexChanged.connect(self.sweep_charts.setCurrentIndex)
+        self.sweep_view.currentIndexChanged.connect(self._show_sweep_chart)
         buttons.insertWidget(buttons.count() - 1, self.sweep_view)  # before the progress bar
         charts.addWidget(self.sweep_charts, 1)
         layout = QVBoxLayout(self)
@@ -203,6 +203,13 @@ class TimingPanel(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         QTimer.singleShot(0, self, self._wrap_titles)  # once the charts have their sizes
+
+    def _show_sweep_chart(self, index: int) -> None:
+        """Bring the sweep's time (0) or memory (1) chart forward, its title fitted to it (a
+        chart laid out while hidden kept a one-line title too wide for it, which pushed
+        its legend's names past the edge)."""
+        self.sweep_charts.setCurrentIndex(index)
+        QTimer.singleShot(0, self, self._wrap_titles)
 
     def _wrap_titles(self) -> None:
         """A chart title wider than its chart wraps onto two lines instead of widening the
