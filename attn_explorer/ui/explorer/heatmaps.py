@@ -43,6 +43,7 @@ from attn_explorer.ui.explorer.heatmap_items import (
     HeadPlot,
     cell_number,
     hover_hint,
+    retire,
     rgba_table,
 )
 
@@ -150,15 +151,13 @@ class HeatmapGrid(QWidget):
         if key == self._layout_key:
             return
         old_key, self._layout_key = self._layout_key, key
-        same = old_key is not None and (old_key[0], old_key[3], old_key[5]) == (
-            key[0],
-            key[3],
-            key[5],
-        )
+        kept = (0, 3, 5)  # the same heads, colour-scale choice and columns
+        same = old_key is not None and [old_key[n] for n in kept] == [key[n] for n in kept]
         if same:
             self._resize_plots(t_q, t_k)  # same heads and layout: keep the plots
             return
         self.view.clear()
+        retire([*self.plots, *self.images, *self.bars])  # deleted by Qt first, then let go
         self.plots, self.images, self.bars = [], [], []
         self._drawn = [None] * len(heads)
         tokens = self.session.tokens
