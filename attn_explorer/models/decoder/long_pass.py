@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from attn_explorer.compute import Cancelled
 from attn_explorer.compute.softmax import WORKERS, executor, softmax_rows
 from attn_explorer.models.decoder.ops import softcap
 from attn_explorer.models.errors import TextError
@@ -447,10 +448,13 @@ class HeadStack:
         self._last = ((layer, head), values)
         return values
 
-    def reduced(self, layer: int, head: int, pixels: int) -> np.ndarray:
+    def reduced(
+        self, layer: int, head: int, pixels: int, should_stop: Callable[[], bool] | None = None
+    ) -> np.ndarray:
         """One head in blocks, at most ``pixels`` a side: each block's largest weight, or its
         raw score farthest from 0; the head itself when it is no longer. Rows are computed
-        a few blocks at a time, so the whole head is never held."""
+        a few blocks at a time, so the whole head is never held; ``should_stop()`` true
+        between them raises ``Cancelled`` (a view's background job superseded)."""
         t = self.shape[-1]
         size = max(1, math.ceil(t / pixels))
         if size == 1:
@@ -459,6 +463,8 @@ class HeadStack:
         out = np.empty((n, n), dtype=self.dtype)
         step = size * max(1, 256 // size)  # rows per computation: whole blocks
         for r0 in range(0, t, step):
+            if should_stop is not None and should_stop():
+                raise Cancelled("head stopped")
             rows = self.rows(layer, head, r0, min(r0 + step, t))
             high = _blocks(rows, size, np.maximum)
             if self.stage == "scores":
