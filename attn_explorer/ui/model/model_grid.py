@@ -41,6 +41,8 @@ GROUP_RGB = ((214, 230, 245), (250, 224, 196), (216, 238, 210), (236, 218, 240))
 ONE_LINE_HEAD_PX = 56
 #: Longer tokens are cut on the enlarged head's axes (the hover read-out has them whole).
 MAX_TOKEN_CHARS = 14
+#: Under the label of the layer a long pass is computing (the later layers are blank).
+COMPUTING = "computing"
 #: Plot text on the white plot background, and the frame of the selected thumbnail.
 TEXT_RGB = (40, 40, 40)
 SELECTION_PEN = pg.mkPen((0, 0, 0), width=3)
@@ -190,10 +192,13 @@ class GridHeader(QWidget):
         if grid.shape is None:
             return []
         if not self._columns:
-            notes = grid.layer_notes
+            n_layers = grid.shape[0]
+            notes = (grid.layer_notes + [""] * n_layers)[:n_layers]
+            if grid.pending is not None and grid.pending < n_layers:
+                notes[grid.pending] = COMPUTING  # the layer a long pass is on
             return [
-                f"layer {layer + 1}" + (f"\n{notes[layer]}" if layer < len(notes) else "")
-                for layer in range(grid.shape[0])
+                f"layer {layer + 1}" + (f"\n{note}" if note else "")
+                for layer, note in enumerate(notes)
             ]
         gap = " " if grid.cell >= ONE_LINE_HEAD_PX else "\n"
         return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
@@ -288,6 +293,8 @@ class ThumbnailGrid(QScrollArea):
         self.kv_heads: np.ndarray | None = None  # (H,): the KV head each query head reads
         #: Under each "layer n": "local 512" or "global" when the layers differ, else nothing.
         self.layer_notes: list[str] = []
+        #: While a long pass runs: the first layer not finished (its label says so), else None.
+        self.pending: int | None = None
 
     @property
     def header_height(self) -> int:
@@ -346,6 +353,32 @@ class ThumbnailGrid(QScrollArea):
             item.setImage(values[layer, head], levels=levels, lut=table, autoLevels=False)
             item.setRect(QRectF(0, 0, extent, extent))
             box.setRange(xRange=(0, extent), yRange=(0, extent), padding=0)
+        self.set_pending(None)
+
+    def set_layer(
+        self,
+        layer: int,
+        values: np.ndarray,
+        levels: tuple[float, float],
+        table: np.ndarray,
+        tokens: int,
+    ) -> None:
+        """One layer's row of thumbnails: ``values`` (H, n, n) block previews of ``tokens``."""
+        for head in range(values.shape[0]):
+            box, item = self.thumbnails[(layer, head)]
+            item.setImage(values[head], levels=levels, lut=table, autoLevels=False)
+            item.setRect(QRectF(0, 0, tokens, tokens))
+            box.setRange(xRange=(0, tokens), yRange=(0, tokens), padding=0)
+
+    def set_pending(self, first: int | None) -> None:
+        """A long pass is on layer ``first`` (from 0): it and the later rows blank, its label
+        marked; None: every row is drawn (nothing pending)."""
+        self.pending = first
+        if first is not None:
+            for (layer, _), (_, item) in self.thumbnails.items():
+                if layer >= first and item.image is not None:
+                    item.clear()
+        self._layer_header.update()
 
     def set_selected(self, selected: Head) -> None:
         """Frame the thumbnail of ``selected`` (layer, head), embolden its labels, show it."""
