@@ -259,9 +259,12 @@ class ModelSession:
         """
         token = PASS_WATCH.set(watch.see if watch is not None else None)
         try:
-            return answer(self.cache, request, should_stop, progress)
+            outcome = answer(self.cache, request, should_stop, progress)
         finally:
             PASS_WATCH.reset(token)
+        if isinstance(outcome, ModelAttention) and outcome.long is not None:
+            outcome.long.means()  # its pattern counts, here rather than on the GUI thread
+        return outcome
 
     def accept(self, outcome: ModelAttention | RequestFailed) -> None:
         """Take a request's outcome: a new result, or its failure for the status line.

@@ -299,3 +299,32 @@ def test_stop_mid_pass_puts_the_previous_result_back(qtbot, view, hold):
     hold.release()
     qtbot.waitUntil(lambda: not view.busy, timeout=20_000)
     assert view.result is before  # the stopped pass's late answer is dropped
+
+
+def test_token_axes_of_8192_tokens_measure_only_the_labels_that_can_show(qtbot):
+    from PySide6.QtGui import QPainter, QPicture
+
+    from attn_explorer.ui.model.head_detail import HeadDetail
+
+    detail = HeadDetail(lambda *_: None, lambda *_: None)
+    qtbot.addWidget(detail)
+    detail.resize(600, 500)
+    detail.show()
+    tokens = [f"t{i}" for i in range(8192)]
+    detail.set_tokens(tokens)
+    detail.getPlotItem().getViewBox().setRange(xRange=(0, 8192), yRange=(0, 8192), padding=0)
+    for name in ("left", "bottom"):
+        axis = detail.getPlotItem().getAxis(name)
+        assert [label for _, label in axis._tickLevels[0]] == tokens  # every token ticked
+        picture = QPicture()
+        painter = QPainter(picture)
+        _, ticks, texts = axis.generateDrawSpecs(painter)
+        painter.end()
+        assert len(ticks) < 100  # a few hundred pixels: a few dozen labels, not 8 192
+        drawn = [text for _, _, text in texts]
+        assert drawn[0] == "t0" and len(drawn) > 5
+        step = int(drawn[1][1:])
+        assert [int(text[1:]) % step for text in drawn] == [0] * len(drawn)  # every k-th
+        rects = [rect for rect, _, _ in texts]
+        assert not any(a.intersects(b) for a, b in zip(rects, rects[1:], strict=False))
+        assert axis._tickLevels[0][-1] == (8191.5, "t8191")  # the full list is kept

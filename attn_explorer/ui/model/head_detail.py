@@ -251,7 +251,8 @@ class HeadDetail(pg.PlotWidget):
         t = stack.shape[-1]
         i0, i1 = max(0, int(y0)), min(t, int(np.ceil(y1)))
         j0, j1 = max(0, int(x0)), min(t, int(np.ceil(x1)))
-        if i1 - i0 > ZOOM_ROWS or j1 - j0 > ZOOM_ROWS or i1 <= i0 or j1 <= j0:
+        whole = i0 == 0 and j0 == 0 and i1 == j1 == t  # not zoomed: the image is all there is
+        if whole or i1 - i0 > ZOOM_ROWS or j1 - j0 > ZOOM_ROWS or i1 <= i0 or j1 <= j0:
             self.zoom_runner.cancel(quiet=True)
             self.zoomed.setVisible(False)
             return

@@ -79,10 +79,11 @@ class TokenAxis(pg.AxisItem):
 
     def set_tokens(self, tokens: list[str]) -> None:
         """Tick every token (cell centres i + 0.5); long tokens are cut to ``MAX_TOKEN_CHARS``."""
-        self.setTicks([[(i + 0.5, _short(token)) for i, token in enumerate(tokens)]])
+        labels = [_short(token) for token in tokens]
+        self.setTicks([[(i + 0.5, label) for i, label in enumerate(labels)]])
         if self._upright:  # as tall as the longest label, plus tick and axis title
             metrics = QFontMetrics(self.style["tickFont"] or self.font())
-            longest = max((metrics.horizontalAdvance(_short(t)) for t in tokens), default=0)
+            longest = max(map(metrics.horizontalAdvance, set(labels)), default=0)
             title = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
             self.setHeight(int(longest + self._text_offset() + title + 2))
 
@@ -90,13 +91,34 @@ class TokenAxis(pg.AxisItem):
         return max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
 
     def generateDrawSpecs(self, p: QPainter) -> tuple[object, list, list[TextSpec]] | None:
-        specs = super().generateDrawSpecs(p)
-        if specs is None:
-            return None
-        axis_spec, tick_specs, text_specs = specs
-        if self._upright:
-            text_specs = self._upright_specs(p)
-        return axis_spec, tick_specs, self._thin(text_specs)
+        every = self._tickLevels  # pyqtgraph measures each tick it is handed: only the few
+        if every:  # that can show (8 192 tokens' labels took most of a second to measure)
+            self._tickLevels = [self._visible_ticks(every[0])]
+        try:
+            specs = super().generateDrawSpecs(p)
+            if specs is None:
+                return None
+            axis_spec, tick_specs, text_specs = specs
+            if self._upright:
+                text_specs = self._upright_specs(p)
+            return axis_spec, tick_specs, self._thin(text_specs)
+        finally:
+            self._tickLevels = every
+
+    def _visible_ticks(self, ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+        """The ticks (cell centres i + 0.5) in the axis's range, every k-th from token 1: k
+        the least step that keeps neighbours a label's height apart (no closer label fits)."""
+        low, high = sorted(self.range)
+        bounds = self.mapRectFromParent(self.geometry())
+        length = bounds.width() if self.orientation in ("bottom", "top") else bounds.height()
+        if not ticks or high <= low or length <= 0:
+            return ticks
+        label = 0.8 * QFontMetrics(self.style["tickFont"] or self.font()).height()
+        step = max(1, math.ceil(label / (length / (high - low))))  # px per token: length / span
+        first = max(0, math.ceil(low - 0.5))
+        first = -(-first // step) * step  # on the same tokens however the view scrolls
+        last = min(len(ticks) - 1, math.floor(high - 0.5))
+        return ticks[first : last + 1 : step]
 
     def _upright_specs(self, p: QPainter) -> list[TextSpec]:
         # Where pyqtgraph puts a bottom tick: value v at x = v * scale - offset (its

@@ -415,7 +415,7 @@ class ModelView(QWidget):
         self.lower_tabs.setCurrentIndex(0)  # the head the user picked, enlarged
 
     def _on_heatmap_hovered(self, head: Head | None, cell: tuple[int, int] | None) -> None:
-        if cell is None:
+        if cell is None or (head is not None and self.passes.active):  # a pass's preview
             self._on_hover(None)
         else:
             self._on_hover((*(head or self.selected_head), *cell))
@@ -474,8 +474,8 @@ class ModelView(QWidget):
         partial = self.passes.redraw()  # a long pass under way: its layers, in the new colours
         if self.session.result is None:
             return
-        shown = self.session.shown()
-        if not partial:
+        shown, long = self.session.shown(), self.session.result.long
+        if not partial and not self.passes.shows(long, shown.levels, shown.colormap):
             table = lut(shown.colormap)
             self.grid.set_images(shown.grid, shown.levels, table, shown.values.shape[-1])
         self._on_selection(*self.session.selected_head)
