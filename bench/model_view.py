@@ -195,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     zoom_stall = probe.longest(zoom_start, zoomed)
     box.setRange(xRange=(0, tokens), yRange=(0, tokens), padding=0)  # whole again, for the shot
-    wait_for(app, probe, lambda: not view.detail.busy and not view.detail._zoom_timer.isActive(), 10)
+    idle = view.detail._zoom_timer
+    wait_for(app, probe, lambda: not view.detail.busy and not idle.isActive(), 10)
     after = os.getloadavg()
     probe.timer.stop()
 

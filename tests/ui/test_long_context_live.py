@@ -5,6 +5,7 @@ background job brings it (never computed on the GUI thread); the grid shows each
 finished layer's previews while the pass still runs (held mid-way on an Event here).
 """
 
+import itertools
 import threading
 
 import numpy as np
@@ -326,5 +327,5 @@ def test_token_axes_of_8192_tokens_measure_only_the_labels_that_can_show(qtbot):
         step = int(drawn[1][1:])
         assert [int(text[1:]) % step for text in drawn] == [0] * len(drawn)  # every k-th
         rects = [rect for rect, _, _ in texts]
-        assert not any(a.intersects(b) for a, b in zip(rects, rects[1:], strict=False))
+        assert not any(a.intersects(b) for a, b in itertools.pairwise(rects))
         assert axis._tickLevels[0][-1] == (8191.5, "t8191")  # the full list is kept
