@@ -31,7 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+#: The tests' virtual 1920 × 1080 screen (offscreen's own is 800 × 800: too small for the shot).
+SCREEN = Path(__file__).resolve().parents[1] / "tests" / "screens" / "1920x1080.json"
+os.environ.setdefault(
+    "QT_QPA_PLATFORM", f"offscreen:configfile={SCREEN}" if SCREEN.exists() else "offscreen"
+)
 
 #: One line (a newline would make the dock read a batch of sentences).
 PARAGRAPH = (
@@ -128,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ATTN_EXPLORER_DATA_DIR"] = str(Path(folder) / "data")
 
     import numpy as np
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication, QDockWidget
 
     from attn_explorer.cli.bench_report import TargetRow, format_rows, rows_json
     from attn_explorer.models.discovery import smollm2_file
@@ -142,9 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     prepare_interpreter()  # as the app's start does
     window = MainWindow()
     window.files.ask_before_discard = False
-    window.resize(1600, 1000)
+    window.resize(1900, 1040)
     window.show()
     view = window.commands.open_model_view()
+    dock = view.parentWidget()
+    if isinstance(dock, QDockWidget):  # a wide dock: the grid and the head both readable
+        window.resizeDocks([dock], [900], Qt.Orientation.Horizontal)
     app.processEvents()
 
     # -- warm: the model loaded and dequantized, the dock's grid built on a short text --

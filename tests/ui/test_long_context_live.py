@@ -329,3 +329,16 @@ def test_token_axes_of_8192_tokens_measure_only_the_labels_that_can_show(qtbot):
         rects = [rect for rect, _, _ in texts]
         assert not any(a.intersects(b) for a, b in itertools.pairwise(rects))
         assert axis._tickLevels[0][-1] == (8191.5, "t8191")  # the full list is kept
+
+
+def test_one_thumbnail_is_framed_however_often_the_selection_moves(view):
+    from PySide6.QtCore import Qt
+
+    for head in [(1, 3), (0, 1), (0, 1), (2, 2)]:
+        view.select_head(*head)
+    framed = [
+        where
+        for where, (box, _) in view.grid.thumbnails.items()
+        if box.border.style() != Qt.PenStyle.NoPen
+    ]
+    assert framed == [(2, 2)]

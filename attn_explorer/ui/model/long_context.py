@@ -68,9 +68,9 @@ class PassProgress(QWidget):
             self._status("Stopped; the previous result stays.", "info")
 
     def _on_progress(self, fraction: float, text: str) -> None:
-        self.setVisible(True)
-        self.bar.setValue(round(1000 * fraction))
+        self.bar.setValue(round(1000 * fraction))  # before it shows: no repaint of its own
         self.bar.setToolTip(text)
+        self.setVisible(True)
         self._status(f"Computing… {text}", "info")
 
     def _on_busy(self, busy: bool) -> None:

@@ -311,6 +311,7 @@ class ThumbnailGrid(QScrollArea):
         self.thumbnails: dict[Head, tuple[pg.ViewBox, HeatmapItem]] = {}
         self.shape: tuple[int, int] | None = None
         self.selected: Head = (0, 0)
+        self._framed: Head | None = None  # the thumbnail with the selection's frame
         self.cell = MIN_CELL_PX
         self.kv_heads: np.ndarray | None = None  # (H,): the KV head each query head reads
         #: Under each "layer n": "local 512" or "global" when the layers differ, else nothing.
@@ -346,6 +347,7 @@ class ThumbnailGrid(QScrollArea):
             return
         self.canvas.clear()
         self.thumbnails.clear()  # in place: the view's tests read this dict
+        self._framed = None
         for layer in range(n_layers):
             for head in range(n_heads):
                 box = self.canvas.addViewBox(row=layer, col=head)
@@ -405,8 +407,13 @@ class ThumbnailGrid(QScrollArea):
     def set_selected(self, selected: Head) -> None:
         """Frame the thumbnail of ``selected`` (layer, head), embolden its labels, show it."""
         self.selected = selected
-        for where, (box, _) in self.thumbnails.items():
-            box.setBorder(SELECTION_PEN if where == selected else None)
+        if self._framed != selected:  # two frames change, not 270 thumbnails repainted
+            for where in (self._framed, selected):
+                if where in self.thumbnails:
+                    self.thumbnails[where][0].setBorder(
+                        SELECTION_PEN if where == selected else None
+                    )
+            self._framed = selected if selected in self.thumbnails else None
         layer, head = selected
         pitch = self.cell + CELL_GAP_PX
         half = self.cell // 2
