@@ -70,6 +70,7 @@ class TokenAxis(pg.AxisItem):
     """
 
     GAP_PX = 3
+    _tickLevels: list[list[tuple[float, str]]] | None  # pyqtgraph's: set_tokens' ticks
 
     def __init__(self, orientation: str) -> None:
         super().__init__(orientation)
@@ -91,8 +92,10 @@ class TokenAxis(pg.AxisItem):
         return max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
 
     def generateDrawSpecs(self, p: QPainter) -> tuple[object, list, list[TextSpec]] | None:
-        every = self._tickLevels  # pyqtgraph measures each tick it is handed: only the few
-        if every:  # that can show (8 192 tokens' labels took most of a second to measure)
+        # pyqtgraph measures each tick it is handed: only the few that can show (8 192
+        # tokens' labels took most of a second to measure)
+        every = self._tickLevels
+        if every:
             self._tickLevels = [self._visible_ticks(every[0])]
         try:
             specs = super().generateDrawSpecs(p)
