@@ -68,7 +68,10 @@ class PassProgress(QWidget):
             self._status("Stopped; the previous result stays.", "info")
 
     def _on_progress(self, fraction: float, text: str) -> None:
-        self.bar.setValue(round(1000 * fraction))  # before it shows: no repaint of its own
+        self.bar.setUpdatesEnabled(False)  # setValue repaints at once (70 ms): later instead
+        self.bar.setValue(round(1000 * fraction))
+        self.bar.setUpdatesEnabled(True)
+        self.bar.update()
         self.bar.setToolTip(text)
         self.setVisible(True)
         self._status(f"Computing… {text}", "info")

@@ -315,6 +315,7 @@ class ThumbnailGrid(QScrollArea):
         self.shape: tuple[int, int] | None = None
         self.selected: Head = (0, 0)
         self._framed: Head | None = None  # the thumbnail with the selection's frame
+        self._fitted: tuple[int, tuple[int, int]] | None = None  # (cell, shape) laid out
         self.cell = MIN_CELL_PX
         self.kv_heads: np.ndarray | None = None  # (H,): the KV head each query head reads
         #: Under each "layer n": "local 512" or "global" when the layers differ, else nothing.
@@ -350,7 +351,7 @@ class ThumbnailGrid(QScrollArea):
             return
         self.canvas.clear()
         self.thumbnails.clear()  # in place: the view's tests read this dict
-        self._framed = None
+        self._framed = self._fitted = None
         for layer in range(n_layers):
             for head in range(n_heads):
                 box = self.canvas.addViewBox(row=layer, col=head)
@@ -467,6 +468,10 @@ class ThumbnailGrid(QScrollArea):
             return
         n_layers, n_heads = self.shape
         self.cell = cell = self.cell_for(self.width(), self.height())
+        if self._fitted == (cell, self.shape):  # 270 boxes resized for nothing took 40 ms
+            self._update_headers()
+            return
+        self._fitted = (cell, self.shape)
         for box, _ in self.thumbnails.values():
             box.setFixedWidth(cell)
             box.setFixedHeight(cell)
