@@ -13,6 +13,7 @@ scores the pass folded in (``ModelAttention.long``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -20,6 +21,11 @@ from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.decoder.long_pass import HeadStack, LongStats, check_memory, pass_bytes
 from attn_explorer.models.decoder.ops import KVCache
 from attn_explorer.models.results import ModelAttention
+
+#: Hears each long pass's LongStats on this thread as soon as it exists, before layer 1: a
+#: view shows the previews of the layers already done while the rest run (the model
+#: view's worker sets it around its job, ``ModelSession.run(..., watch=)``).
+PASS_WATCH: ContextVar[Callable[[LongStats], None] | None] = ContextVar("PASS_WATCH", default=None)
 
 
 def long_pass_bytes(model: DecoderModel, tokens: int) -> int:
@@ -50,6 +56,8 @@ def long_attention(
         np.flatnonzero([tok == "[SEP]" for tok in tokens]),
     )
     stats = LongStats(c.num_layers, c.num_heads, t, np.array(ids, dtype=np.int64), marks)
+    if (watch := PASS_WATCH.get()) is not None:
+        watch(stats)
     run = model.forward(np.array(ids), long=stats, progress=progress, should_stop=should_stop)
     assert run.query is not None and run.key is not None and run.value is not None
     assert run.hidden_states is not None

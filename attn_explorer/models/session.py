@@ -19,14 +19,16 @@ session: the attention in :mod:`attn_explorer.models.requests`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from attn_explorer.compute import STRATEGIES
-from attn_explorer.models.decoder.long_pass import HeadStack
+from attn_explorer.models.decoder.long_pass import HeadStack, LongStats
 from attn_explorer.models.generation import STOP_REASONS, GenerationRequest, GenerationState
+from attn_explorer.models.long_context import PASS_WATCH
 from attn_explorer.models.requests import (
     AttentionRequest,
     ModelCache,
@@ -70,13 +72,56 @@ class ShownValues:
         assert isinstance(self.values, np.ndarray)
         return self.values
 
-    def head(self, layer: int, head: int) -> np.ndarray:
+    def head(
+        self, layer: int, head: int, should_stop: Callable[[], bool] | None = None
+    ) -> np.ndarray:
         """One head as the enlarged view draws it: (T, T), or at most DETAIL_PIXELS a side
-        in blocks (each its largest weight, or its raw score farthest from 0) when longer."""
+        in blocks (each its largest weight, or its raw score farthest from 0) when longer.
+
+        A long text's head is recomputed (a second or so at 8 192 tokens: call it on a
+        worker, with ``should_stop``, which raises ``Cancelled`` between row chunks)."""
         if isinstance(self.values, HeadStack):
-            return self.values.reduced(layer, head, DETAIL_PIXELS)
+            return self.values.reduced(layer, head, DETAIL_PIXELS, should_stop)
         values: np.ndarray = self.values[layer, head]
         return values
+
+    def preview(self, layer: int, head: int) -> np.ndarray | None:
+        """A long text's block preview of one head (n, n), already in memory; else None."""
+        if self.thumbnails is None:
+            return None
+        preview: np.ndarray = self.thumbnails[layer, head]
+        return preview
+
+
+class PassWatch:
+    """A long pass's :class:`LongStats`, handed from the worker to the view as it starts.
+
+    The worker's job assigns :attr:`stats` once, before layer 1 (``ModelSession.run(...,
+    watch=)``); the view reads only the layers the pass's progress has reported done,
+    whose previews the pass never writes again.
+    """
+
+    def __init__(self) -> None:
+        self.stats: LongStats | None = None
+
+    def see(self, stats: LongStats) -> None:
+        self.stats = stats
+
+    def layers_done(self, fraction: float) -> int:
+        """How many layers are finished when the pass reports ``fraction`` (after a layer)."""
+        if self.stats is None:
+            return 0
+        return min(self.stats.layers, math.floor(fraction * self.stats.layers + 1e-6))
+
+
+def layer_previews(stats: LongStats, layer: int, scores: bool) -> np.ndarray:
+    """One finished layer's (H, n, n) block previews as the grid draws them mid-pass: the
+    weights, or the raw scores with NaN where a block has no visible key."""
+    if scores:
+        block = stats.scores_preview[layer]
+        return np.where(np.isneginf(block), np.float32(np.nan), block)
+    weights: np.ndarray = stats.weights_preview[layer]
+    return weights
 
 
 def shown_values(result: ModelAttention, scores: bool) -> ShownValues:
@@ -205,12 +250,21 @@ class ModelSession:
         request: AttentionRequest,
         should_stop: Callable[[], bool] = never_stop,
         progress: Callable[[float, str], None] | None = None,
+        watch: PassWatch | None = None,
     ) -> ModelAttention | RequestFailed:
         """Answer ``request`` (any thread): the attention, or why there is none.
 
-        ``progress(fraction, text)`` hears a decoder's pass layer by layer.
+        ``progress(fraction, text)`` hears a decoder's pass layer by layer; a long pass
+        hands its LongStats to ``watch`` before layer 1 (its previews fill as layers end).
         """
-        return answer(self.cache, request, should_stop, progress)
+        token = PASS_WATCH.set(watch.see if watch is not None else None)
+        try:
+            outcome = answer(self.cache, request, should_stop, progress)
+        finally:
+            PASS_WATCH.reset(token)
+        if isinstance(outcome, ModelAttention) and outcome.long is not None:
+            outcome.long.means()  # its pattern counts, here rather than on the GUI thread
+        return outcome
 
     def accept(self, outcome: ModelAttention | RequestFailed) -> None:
         """Take a request's outcome: a new result, or its failure for the status line.

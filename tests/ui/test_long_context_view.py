@@ -48,8 +48,9 @@ def test_thumbnails_show_block_previews_over_token_units(view):
     assert "by query blocks" in view.status_label.text()
 
 
-def test_the_enlarged_head_is_recomputed_whole(view):
+def test_the_enlarged_head_is_recomputed_whole(qtbot, view):
     view.select_head(1, 3)
+    qtbot.waitUntil(lambda: view.detail.showing == "full", timeout=10_000)
     shown = view.detail.image.image
     np.testing.assert_array_equal(shown, view.result.weights[1, 3])
     assert view.detail.image.image.shape == (len(view.result.tokens),) * 2

@@ -41,6 +41,8 @@ GROUP_RGB = ((214, 230, 245), (250, 224, 196), (216, 238, 210), (236, 218, 240))
 ONE_LINE_HEAD_PX = 56
 #: Longer tokens are cut on the enlarged head's axes (the hover read-out has them whole).
 MAX_TOKEN_CHARS = 14
+#: Under the label of the layer a long pass is computing (the later layers are blank).
+COMPUTING = "computing"
 #: Plot text on the white plot background, and the frame of the selected thumbnail.
 TEXT_RGB = (40, 40, 40)
 SELECTION_PEN = pg.mkPen((0, 0, 0), width=3)
@@ -68,6 +70,7 @@ class TokenAxis(pg.AxisItem):
     """
 
     GAP_PX = 3
+    _tickLevels: list[list[tuple[float, str]]] | None  # pyqtgraph's: set_tokens' ticks
 
     def __init__(self, orientation: str) -> None:
         super().__init__(orientation)
@@ -77,10 +80,11 @@ class TokenAxis(pg.AxisItem):
 
     def set_tokens(self, tokens: list[str]) -> None:
         """Tick every token (cell centres i + 0.5); long tokens are cut to ``MAX_TOKEN_CHARS``."""
-        self.setTicks([[(i + 0.5, _short(token)) for i, token in enumerate(tokens)]])
+        labels = [_short(token) for token in tokens]
+        self.setTicks([[(i + 0.5, label) for i, label in enumerate(labels)]])
         if self._upright:  # as tall as the longest label, plus tick and axis title
             metrics = QFontMetrics(self.style["tickFont"] or self.font())
-            longest = max((metrics.horizontalAdvance(_short(t)) for t in tokens), default=0)
+            longest = max(map(metrics.horizontalAdvance, set(labels)), default=0)
             title = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
             self.setHeight(int(longest + self._text_offset() + title + 2))
 
@@ -88,13 +92,36 @@ class TokenAxis(pg.AxisItem):
         return max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
 
     def generateDrawSpecs(self, p: QPainter) -> tuple[object, list, list[TextSpec]] | None:
-        specs = super().generateDrawSpecs(p)
-        if specs is None:
-            return None
-        axis_spec, tick_specs, text_specs = specs
-        if self._upright:
-            text_specs = self._upright_specs(p)
-        return axis_spec, tick_specs, self._thin(text_specs)
+        # pyqtgraph measures each tick it is handed: only the few that can show (8 192
+        # tokens' labels took most of a second to measure)
+        every = self._tickLevels
+        if every:
+            self._tickLevels = [self._visible_ticks(every[0])]
+        try:
+            specs = super().generateDrawSpecs(p)
+            if specs is None:
+                return None
+            axis_spec, tick_specs, text_specs = specs
+            if self._upright:
+                text_specs = self._upright_specs(p)
+            return axis_spec, tick_specs, self._thin(text_specs)
+        finally:
+            self._tickLevels = every
+
+    def _visible_ticks(self, ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+        """The ticks (cell centres i + 0.5) in the axis's range, every k-th from token 1: k
+        the least step that keeps neighbours a label's height apart (no closer label fits)."""
+        low, high = sorted(self.range)
+        bounds = self.mapRectFromParent(self.geometry())
+        length = bounds.width() if self.orientation in ("bottom", "top") else bounds.height()
+        if not ticks or high <= low or length <= 0:
+            return ticks
+        label = 0.8 * QFontMetrics(self.style["tickFont"] or self.font()).height()
+        step = max(1, math.ceil(label / (length / (high - low))))  # px per token: length / span
+        first = max(0, math.ceil(low - 0.5))
+        first = -(-first // step) * step  # on the same tokens however the view scrolls
+        last = min(len(ticks) - 1, math.floor(high - 0.5))
+        return ticks[first : last + 1 : step]
 
     def _upright_specs(self, p: QPainter) -> list[TextSpec]:
         # Where pyqtgraph puts a bottom tick: value v at x = v * scale - offset (its
@@ -190,10 +217,13 @@ class GridHeader(QWidget):
         if grid.shape is None:
             return []
         if not self._columns:
-            notes = grid.layer_notes
+            n_layers = grid.shape[0]
+            notes = (grid.layer_notes + [""] * n_layers)[:n_layers]
+            if grid.pending is not None and grid.pending < n_layers:
+                notes[grid.pending] = COMPUTING  # the layer a long pass is on
             return [
-                f"layer {layer + 1}" + (f"\n{notes[layer]}" if layer < len(notes) else "")
-                for layer in range(grid.shape[0])
+                f"layer {layer + 1}" + (f"\n{note}" if note else "")
+                for layer, note in enumerate(notes)
             ]
         gap = " " if grid.cell >= ONE_LINE_HEAD_PX else "\n"
         return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
@@ -284,10 +314,14 @@ class ThumbnailGrid(QScrollArea):
         self.thumbnails: dict[Head, tuple[pg.ViewBox, HeatmapItem]] = {}
         self.shape: tuple[int, int] | None = None
         self.selected: Head = (0, 0)
+        self._framed: Head | None = None  # the thumbnail with the selection's frame
+        self._fitted: tuple[int, tuple[int, int]] | None = None  # (cell, shape) laid out
         self.cell = MIN_CELL_PX
         self.kv_heads: np.ndarray | None = None  # (H,): the KV head each query head reads
         #: Under each "layer n": "local 512" or "global" when the layers differ, else nothing.
         self.layer_notes: list[str] = []
+        #: While a long pass runs: the first layer not finished (its label says so), else None.
+        self.pending: int | None = None
 
     @property
     def header_height(self) -> int:
@@ -317,6 +351,7 @@ class ThumbnailGrid(QScrollArea):
             return
         self.canvas.clear()
         self.thumbnails.clear()  # in place: the view's tests read this dict
+        self._framed = self._fitted = None
         for layer in range(n_layers):
             for head in range(n_heads):
                 box = self.canvas.addViewBox(row=layer, col=head)
@@ -346,12 +381,43 @@ class ThumbnailGrid(QScrollArea):
             item.setImage(values[layer, head], levels=levels, lut=table, autoLevels=False)
             item.setRect(QRectF(0, 0, extent, extent))
             box.setRange(xRange=(0, extent), yRange=(0, extent), padding=0)
+        self.set_pending(None)
+
+    def set_layer(
+        self,
+        layer: int,
+        values: np.ndarray,
+        levels: tuple[float, float],
+        table: np.ndarray,
+        tokens: int,
+    ) -> None:
+        """One layer's row of thumbnails: ``values`` (H, n, n) block previews of ``tokens``."""
+        for head in range(values.shape[0]):
+            box, item = self.thumbnails[(layer, head)]
+            item.setImage(values[head], levels=levels, lut=table, autoLevels=False)
+            item.setRect(QRectF(0, 0, tokens, tokens))
+            box.setRange(xRange=(0, tokens), yRange=(0, tokens), padding=0)
+
+    def set_pending(self, first: int | None) -> None:
+        """A long pass is on layer ``first`` (from 0): it and the later rows blank, its label
+        marked; None: every row is drawn (nothing pending)."""
+        self.pending = first
+        if first is not None:
+            for (layer, _), (_, item) in self.thumbnails.items():
+                if layer >= first and item.image is not None:
+                    item.clear()
+        self._layer_header.update()
 
     def set_selected(self, selected: Head) -> None:
         """Frame the thumbnail of ``selected`` (layer, head), embolden its labels, show it."""
         self.selected = selected
-        for where, (box, _) in self.thumbnails.items():
-            box.setBorder(SELECTION_PEN if where == selected else None)
+        if self._framed != selected:  # two frames change, not 270 thumbnails repainted
+            for where in (self._framed, selected):
+                if where in self.thumbnails:
+                    self.thumbnails[where][0].setBorder(
+                        SELECTION_PEN if where == selected else None
+                    )
+            self._framed = selected if selected in self.thumbnails else None
         layer, head = selected
         pitch = self.cell + CELL_GAP_PX
         half = self.cell // 2
@@ -402,6 +468,10 @@ class ThumbnailGrid(QScrollArea):
             return
         n_layers, n_heads = self.shape
         self.cell = cell = self.cell_for(self.width(), self.height())
+        if self._fitted == (cell, self.shape):  # 270 boxes resized for nothing took 40 ms
+            self._update_headers()
+            return
+        self._fitted = (cell, self.shape)
         for box, _ in self.thumbnails.values():
             box.setFixedWidth(cell)
             box.setFixedHeight(cell)

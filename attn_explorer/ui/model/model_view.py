@@ -21,7 +21,6 @@ batch of sentences (:mod:`.batch_controls`), model picker and remembered width
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pyqtgraph as pg
@@ -47,7 +46,7 @@ from attn_explorer.compute import STRATEGIES
 from attn_explorer.models import ModelAttention, find_models
 from attn_explorer.models.discovery import SMOLLM2_INSTALL
 from attn_explorer.models.install import Installable, forget_import_caches
-from attn_explorer.models.session import Head, ModelSession, head_name
+from attn_explorer.models.session import Head, ModelSession
 from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.analysis_panel import AnalysisPanel
@@ -56,7 +55,7 @@ from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail
 from attn_explorer.ui.model.heads_splitter import HeadsSplitter, LowerTabs
 from attn_explorer.ui.model.install_panel import InstallPanel
-from attn_explorer.ui.model.long_context import PassProgress
+from attn_explorer.ui.model.long_context import PassPreviews, PassProgress
 from attn_explorer.ui.model.model_choice import ModelPicker, remember_dock_width
 from attn_explorer.ui.model.model_grid import HeatmapItem, ThumbnailGrid
 from attn_explorer.ui.model.position_panel import PositionPanel
@@ -205,6 +204,8 @@ class ModelView(QWidget):
         heads_layout.addWidget(heads, 1)
         self._pages.addWidget(heads_page)
         self._pages.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        # A long pass's finished layers in the grid (page 1) while the rest run.
+        self.passes = PassPreviews(self._runner, self.grid, self.session, self._pages)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)  # every pixel counts in a side dock
@@ -224,6 +225,7 @@ class ModelView(QWidget):
         events.message.connect(self._show_status)
         self._debounce.timeout.connect(self.compute_now)
         self._runner.finished.connect(self.session.accept)
+        self.passes.restore.connect(self._restore_grid)
         self._runner.failed.connect(lambda message: self._show_status(message, "error"))
 
         self.open_button.clicked.connect(self.choose_folder)
@@ -255,8 +257,10 @@ class ModelView(QWidget):
 
     @property
     def busy(self) -> bool:
-        """True while a request waits for its debounce or its worker, or a generation runs."""
-        return self._debounce.isActive() or self._runner.is_busy() or self.generation.busy
+        """True while a request waits for its debounce or its worker, a generation runs, or
+        a long text's enlarged head is computed."""
+        busy = self._debounce.isActive() or self._runner.is_busy() or self.generation.busy
+        return busy or self.detail.busy
 
     @property
     def _thumbnails(self) -> dict[Head, tuple[pg.ViewBox, HeatmapItem]]:
@@ -342,16 +346,7 @@ class ModelView(QWidget):
             # not arrive and overwrite the message that says why.
             self._runner.cancel(quiet=True)
             return
-        session, done = self.session, threading.Event()
-
-        def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> object:
-            try:
-                return session.run(request, should_stop, progress)
-            finally:
-                done.set()
-
-        self._job_done = done
-        self._runner.submit(job)
+        self._job_done = self.passes.submit(request)  # set when the job has returned
 
     @Slot()
     def take_head(self) -> None:
@@ -372,6 +367,7 @@ class ModelView(QWidget):
         self.generation.shutdown()
         self.analysis.shutdown()
         self.installer.shutdown()
+        self.detail.shutdown()
         self._runner.cancel()  # new ticket: an answer still on its way is stale
         if self._job_done is not None:
             self._job_done.wait(SHUTDOWN_WAIT_S)
@@ -419,7 +415,7 @@ class ModelView(QWidget):
         self.lower_tabs.setCurrentIndex(0)  # the head the user picked, enlarged
 
     def _on_heatmap_hovered(self, head: Head | None, cell: tuple[int, int] | None) -> None:
-        if cell is None:
+        if cell is None or (head is not None and self.passes.active):  # a pass's preview
             self._on_hover(None)
         else:
             self._on_hover((*(head or self.selected_head), *cell))
@@ -437,9 +433,8 @@ class ModelView(QWidget):
     def _on_result(self) -> None:
         result = self.session.result
         assert result is not None  # the result event only follows a new result
-        self.grid.build(*result.weights.shape[:2])
-        self.grid.set_groups(result.kv_heads)
-        self.grid.set_layer_kinds(result.layer_kinds, result.window)
+        self.passes.end()
+        self._show_result_grid()
         sharing = self.session.sharing()
         self.sharing_label.setText(sharing)
         self.sharing_label.setVisible(bool(sharing))
@@ -462,20 +457,34 @@ class ModelView(QWidget):
         self.summaries.set_selected((layer, head))
         self._refresh_detail()
 
+    def _show_result_grid(self) -> None:
+        result = self.session.result
+        assert result is not None
+        self.grid.build(*result.weights.shape[:2])
+        self.grid.set_groups(result.kv_heads)
+        self.grid.set_layer_kinds(result.layer_kinds, result.window)
+
+    def _restore_grid(self) -> None:
+        """A pass ended without a result (Stop, a failure): the previous result's grid again."""
+        self._show_result_grid()
+        self._refresh_images()
+
     @Slot()
     def _refresh_images(self, *_: object) -> None:
+        partial = self.passes.redraw()  # a long pass under way: its layers, in the new colours
         if self.session.result is None:
             return
-        shown = self.session.shown()
-        self.grid.set_images(shown.grid, shown.levels, lut(shown.colormap), shown.values.shape[-1])
+        shown, long = self.session.shown(), self.session.result.long
+        if not partial and not self.passes.shows(long, shown.levels, shown.colormap):
+            table = lut(shown.colormap)
+            self.grid.set_images(shown.grid, shown.levels, table, shown.values.shape[-1])
         self._on_selection(*self.session.selected_head)
 
     def _refresh_detail(self) -> None:
         if self.session.result is None:
             return
-        (layer, head), shown = self.session.selected_head, self.session.shown()
-        values = shown.head(layer, head)  # (T, T) or blocks of it: row = query i, column = key j
-        self.detail.set_head(values, shown, head_name(layer, head), (layer, head))
+        # (T, T) or blocks of it (row = query i, column = key j); a long text's in the background
+        self.detail.show_head(self.session.shown(), *self.session.selected_head)
 
     @Slot()
     def _refresh_summaries(self, *_: object) -> None:
