@@ -18,7 +18,8 @@ from contextvars import ContextVar
 import numpy as np
 
 from attn_explorer.models.decoder.llama import DecoderModel
-from attn_explorer.models.decoder.long_pass import HeadStack, LongStats, check_memory, pass_bytes
+from attn_explorer.models.decoder.long_pass import HeadStack, check_memory, pass_bytes
+from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.decoder.ops import KVCache
 from attn_explorer.models.results import ModelAttention
 

@@ -13,7 +13,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from attn_explorer.models.decoder.long_pass import HeadStack, LongStats
+from attn_explorer.models.decoder.long_pass import HeadStack
+from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.summaries import HeadSummaries, head_summaries
 
 #: A stage of every head: an (L, H, T, T) array, or a long text's heads recomputed on demand.

@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attn_explorer.compute import STRATEGIES
-from attn_explorer.models.decoder.long_pass import HeadStack, LongStats
+from attn_explorer.models.decoder.long_pass import HeadStack
+from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.generation import STOP_REASONS, GenerationRequest, GenerationState
 from attn_explorer.models.long_context import PASS_WATCH
 from attn_explorer.models.requests import (

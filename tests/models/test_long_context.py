@@ -14,9 +14,10 @@ import pytest
 
 from attn_explorer.analysis.head_scores import head_scores, result_head_scores
 from attn_explorer.compute import Cancelled
-from attn_explorer.models.decoder import long_pass
+from attn_explorer.models.decoder import long_pass, long_stats
 from attn_explorer.models.decoder.llama import load_gguf
-from attn_explorer.models.decoder.long_pass import HeadStack, LongStats, long_attention
+from attn_explorer.models.decoder.long_pass import HeadStack, long_attention
+from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.errors import TextError
 from attn_explorer.models.session import shown_values
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
@@ -146,7 +147,7 @@ def test_streamed_summaries_and_head_scores_equal_their_definitions(full, long):
 
 def test_the_dense_pattern_fallback_gives_the_same_scores(model, ids, full, monkeypatch):
     monkeypatch.setattr(long_pass, "MAX_RECORD_BYTES", 0)
-    monkeypatch.setattr(long_pass, "MAX_PAIRS", 0)  # too many pairs: masks per block instead
+    monkeypatch.setattr(long_stats, "MAX_PAIRS", 0)  # too many pairs: masks per block instead
     ours = result_head_scores(model.attention(model.tokenizer.decode(ids)))
     theirs = head_scores(full.weights, full.input_ids)
     for name in ("duplicate_token", "induction"):

@@ -29,10 +29,10 @@ from attn_explorer.compute import LIMITS, Cancelled, attention
 from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.decoder.long_pass import (
     LayerKeys,
-    LongStats,
     long_attention,
     records_everything,
 )
+from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.decoder.ops import (
     ACTIVATIONS,
     KVCache,

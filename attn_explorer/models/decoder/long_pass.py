@@ -28,9 +28,8 @@ from __future__ import annotations
 import math
 import operator
 import os
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -47,8 +46,6 @@ QUERY_BLOCK = 64
 #: A pass that would record more than this (L·H·T² scores and weights, 8 bytes a cell)
 #: runs as a long pass instead.
 MAX_RECORD_BYTES = 1 << 30
-#: Index pairs kept for the duplicate / induction scores before they are read densely.
-MAX_PAIRS = 1 << 22
 
 
 def preview_block(tokens: int) -> int:
@@ -106,7 +103,7 @@ def check_memory(needed: int, tokens: int, available: int | None = None) -> None
 STRIDED_MAX = 16
 
 
-def _blocks(x: np.ndarray, size: int, ufunc: np.ufunc) -> np.ndarray:
+def reduce_blocks(x: np.ndarray, size: int, ufunc: np.ufunc) -> np.ndarray:
     """``ufunc`` (max or min) over blocks of size × size cells of (…, R, C) ``x``; ragged ends.
 
     Whole blocks are one reduce over a reshaped view, each ragged end one more (a
@@ -178,179 +175,6 @@ class LayerKeys:
     scale: float
     cap: float = 0.0
     window: int = 0
-
-
-@dataclass
-class LongStats:
-    """What the long pass folds from every block of weights, for L layers × H heads.
-
-    ``weights_preview`` (L, H, n, n): each block's largest weight; ``scores_preview``
-    each block's visible raw score farthest from 0 (−inf where a block has no visible
-    key). ``entropy``, ``first``, ``previous``, ``cls``, ``sep``, ``duplicate``,
-    ``induction`` (L, H) are float64 sums over rows (divided by their row counts in
-    :meth:`summaries` and :meth:`head_scores`). ``last_row`` (L, H, T): the last
-    query's weights (what a generation's first step shows).
-    """
-
-    layers: int
-    heads: int
-    tokens: int
-    input_ids: np.ndarray
-    key_tokens: tuple[np.ndarray, np.ndarray]  # the [CLS] and [SEP] key positions
-    block: int = field(init=False)
-    weights_preview: np.ndarray = field(init=False)
-    scores_preview: np.ndarray = field(init=False)
-    sums: dict[str, np.ndarray] = field(init=False)
-    last_row: np.ndarray = field(init=False)
-    score_low: float = math.inf
-    score_high: float = -math.inf
-    _pairs: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(init=False)
-    _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
-    _defined: dict[str, int] | None = field(init=False, default=None)  # of the ids alone
-
-    def __post_init__(self) -> None:
-        self.block = preview_block(self.tokens)
-        n = -(-self.tokens // self.block)
-        shape = (self.layers, self.heads, n, n)
-        self.weights_preview = np.zeros(shape, dtype=np.float32)
-        self.scores_preview = np.full(shape, -np.inf, dtype=np.float32)
-        names = ("entropy", "first", "previous", "cls", "sep", "duplicate", "induction")
-        self.sums = {name: np.zeros((self.layers, self.heads)) for name in names}
-        self.last_row = np.zeros((self.layers, self.heads, self.tokens), dtype=np.float32)
-        self._pairs = {
-            "duplicate": _pairs(self.input_ids, 0),
-            "induction": _pairs(self.input_ids, 1),
-        }
-
-    def fold(
-        self, layer: int, i0: int, raw: np.ndarray, weights: np.ndarray, keys: LayerKeys
-    ) -> None:
-        """Fold one block: ``raw`` scores and ``weights`` (H, bq, i1) of rows i0 … i1 − 1.
-
-        ``raw`` is overwritten (its hidden cells become ±inf for the score preview).
-        """
-        bq, i1 = raw.shape[-2:]
-        r, n0 = self.block, i0 // self.block
-        n1, c1 = n0 + -(-bq // r), -(-i1 // r)
-        self.weights_preview[layer, :, n0:n1, :c1] = _blocks(weights, r, np.maximum)
-        adds: dict[str, np.ndarray] = {}  # this block's share of each (H,) sum
-        rows = np.arange(bq)
-        top = weights.max(axis=-1)  # (H, bq): exp(0) / ℓ, so −ln of it is ln ℓ
-        # Σ_j w·raw per row, as (1, i1) @ (i1, 1) products: BLAS, 10× an einsum into float64
-        mixed = np.matmul(weights[:, :, None, :], raw[:, :, :, None])[..., 0, 0].astype(np.float64)
-        first, hidden = hidden_cells(i0, i1, keys.window)
-        np.copyto(raw[..., first:], np.float32(-np.inf), where=hidden)
-        high = _blocks(raw, r, np.maximum)
-        row_max = raw.max(axis=-1).astype(np.float64)  # (H, bq): the largest visible raw score
-        if keys.cap:  # ln w = capped − m − ln ℓ: the entropy of the capped scores, directly
-            safe = np.where(weights > 0, weights, np.float32(1))
-            entropy = -(weights * np.log(safe)).sum(axis=-1, dtype=np.float64)
-        else:  # −Σ w ln w = m − Σ w·s + ln ℓ, s = raw · scale
-            entropy = keys.scale * (row_max - mixed) - np.log(top.astype(np.float64))
-        adds["entropy"] = entropy.sum(axis=-1)
-        np.copyto(raw[..., first:], np.float32(np.inf), where=hidden)
-        low = _blocks(raw, r, np.minimum)
-        with np.errstate(invalid="ignore"):  # a block of hidden keys: −inf (its top), kept
-            far = np.where(low + high < 0, low, high)
-        self.scores_preview[layer, :, n0:n1, :c1] = far
-        finite = np.isfinite(high)
-        extremes = (float(low[finite].min()), float(high[finite].max())) if finite.any() else None
-        adds["first"] = weights[..., 0].sum(axis=-1)
-        if i0 == 0:
-            rows = rows[1:]
-        adds["previous"] = weights[:, rows, rows + i0 - 1].sum(axis=-1)
-        for name, where in zip(("cls", "sep"), self.key_tokens, strict=True):
-            seen = where[where < i1]
-            adds[name] = weights[..., seen].sum(axis=(-1, -2), dtype=np.float64)
-        for name in ("duplicate", "induction"):
-            adds[name] = self._pattern_mass(name, i0, weights)
-        if i0 + bq == self.tokens:
-            self.last_row[layer, :, :i1] = weights[:, -1]
-        with self._lock:  # blocks of one layer are folded by every core at once
-            for name, add in adds.items():
-                self.sums[name][layer] += add
-            if extremes is not None:
-                self.score_low = min(self.score_low, extremes[0])
-                self.score_high = max(self.score_high, extremes[1])
-
-    def _pattern_mass(self, name: str, i0: int, weights: np.ndarray) -> np.ndarray:
-        """(H,) Σ of weights over the (i, j) pairs of a pattern whose row is in this block."""
-        bq, i1 = weights.shape[-2:]
-        pairs = self._pairs[name]
-        if pairs is not None:
-            rows, cols = pairs
-            a, b = np.searchsorted(rows, [i0, i0 + bq])
-            picked = weights[:, rows[a:b] - i0, cols[a:b]]  # (H, pairs in this block)
-            mass: np.ndarray = picked.sum(axis=-1, dtype=np.float64)
-            return mass
-        mask = _pattern_rows(self.input_ids, i0, i0 + bq, 1 if name == "induction" else 0)
-        dense: np.ndarray = np.einsum("hij,ij->h", weights, mask[:, :i1], dtype=np.float64)
-        return dense
-
-    def means(self) -> dict[str, np.ndarray]:
-        """(L, H) means over rows, as models.summaries and analysis.head_scores define them."""
-        t, ids = self.tokens, self.input_ids
-        if self._defined is None:  # rows with a pattern: counted once (0.1 s at 8 192 tokens)
-            self._defined = {
-                name: sum(
-                    int(_pattern_rows(ids, i0, min(i0 + 512, t), shift).any(axis=1).sum())
-                    for i0 in range(0, t, 512)
-                )
-                for name, shift in (("duplicate", 0), ("induction", 1))
-            }
-        defined = self._defined
-        means = {
-            "entropy": self.sums["entropy"] / t,
-            "cls": self.sums["cls"] / t,
-            "sep": self.sums["sep"] / t,
-            "first": self.sums["first"] / t,
-            "previous": self.sums["previous"] / (t - 1)
-            if t > 1
-            else np.zeros_like(self.sums["first"]),
-        }
-        for name, count in defined.items():
-            means[name] = (
-                self.sums[name] / count if count else np.full_like(self.sums[name], np.nan)
-            )
-        return means
-
-
-def _pattern_rows(ids: np.ndarray, i0: int, i1: int, shift: int) -> np.ndarray:
-    """(i1 − i0, T) boolean: shift 0 the duplicate set D_i, shift 1 the induction set S_i."""
-    same = ids[i0:i1, None] == ids[None, :]  # (rows, T)
-    t = ids.size
-    earlier: np.ndarray = same & (np.arange(t)[None, :] < np.arange(i0, i1)[:, None])
-    if not shift:
-        return earlier
-    mask: np.ndarray = np.zeros_like(earlier)
-    mask[:, 1:] = earlier[:, :-1]  # key j + 1 after an earlier copy j of token i
-    mask &= np.arange(t)[None, :] < np.arange(i0, i1)[:, None]
-    return mask
-
-
-def _pairs(ids: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The (row, key) pairs of a pattern sorted by row, or None when there are over MAX_PAIRS."""
-    order = np.argsort(ids, kind="stable")
-    _, starts, counts = np.unique(ids[order], return_index=True, return_counts=True)
-    if int((counts.astype(np.int64) ** 2).sum()) // 2 > MAX_PAIRS:
-        return None
-    rows_list, cols_list = [], []
-    for start, count in zip(starts, counts, strict=True):
-        if count < 2:
-            continue
-        where = np.sort(order[start : start + count])  # positions of one id, ascending
-        i, j = np.triu_indices(count, k=1)  # j-th earlier, i-th later: (where[i], where[j])
-        rows_list.append(where[j])
-        cols_list.append(where[i])
-    if not rows_list:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    rows, cols = np.concatenate(rows_list), np.concatenate(cols_list)  # later i, earlier j
-    if shift:  # induction: key j + 1, and only where j + 1 < i
-        cols = cols + 1
-        ok = cols < rows
-        rows, cols = rows[ok], cols[ok]
-    order = np.argsort(rows, kind="stable")
-    return rows[order], cols[order]
 
 
 def long_attention(
@@ -480,9 +304,9 @@ class HeadStack:
             if should_stop is not None and should_stop():
                 raise Cancelled("head stopped")
             rows = self.rows(layer, head, r0, min(r0 + step, t))
-            high = _blocks(rows, size, np.maximum)
+            high = reduce_blocks(rows, size, np.maximum)
             if self.stage == "scores":
-                low = _blocks(rows, size, np.minimum)
+                low = reduce_blocks(rows, size, np.minimum)
                 high = np.where(low + high < 0, low, high)
             out[r0 // size : r0 // size + high.shape[0]] = high
         return out

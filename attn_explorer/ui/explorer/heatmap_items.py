@@ -13,8 +13,7 @@ from functools import cache
 
 import numpy as np
 import pyqtgraph as pg
-import shiboken6
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontMetrics, QImage, QPainter
 
 from attn_explorer.state.colormaps import colour_table, lut
@@ -84,27 +83,6 @@ def rgba_table(name: str) -> np.ndarray:
     table = rgba.view(np.uint32).ravel()  # the bytes R, G, B, A of each row, in order
     table.flags.writeable = False
     return table
-
-
-def retire(items: list[pg.GraphicsObject]) -> None:
-    """Delete plots taken off their scene, soon, while every Python wrapper of them lives.
-
-    Letting the last reference go deleted a plot's C++ tree from inside Python's
-    deallocation, after the wrappers of some of its parts were freed: PySide then
-    crashed with signal 11 in ``Shiboken::BindingManager::releaseWrapper`` (gdb caught
-    it under the suite, from ``self.plots = []`` after ``view.clear()``; about one full
-    run in two crashed there). Here each tree is deleted once the event under way is
-    done, its wrappers still held, and the wrappers are let go after.
-    """
-    kept = list(items)
-
-    def delete() -> None:
-        for item in kept:
-            if shiboken6.isValid(item):  # a part of a tree deleted before it is gone already
-                shiboken6.delete(item)
-        kept.clear()
-
-    QTimer.singleShot(0, delete)
 
 
 class _TokenAxis(pg.AxisItem):

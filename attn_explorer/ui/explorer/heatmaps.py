@@ -35,6 +35,7 @@ from attn_explorer.state.types import head_label
 from attn_explorer.state.views.figure import best_columns
 from attn_explorer.state.views.frame import Frame
 from attn_explorer.state.views.stepper import Stepper
+from attn_explorer.ui.common.graphics import retire
 from attn_explorer.ui.common.text import plain_tooltip
 from attn_explorer.ui.explorer.heatmap_items import (
     BAR_PX,
@@ -43,7 +44,6 @@ from attn_explorer.ui.explorer.heatmap_items import (
     HeadPlot,
     cell_number,
     hover_hint,
-    retire,
     rgba_table,
 )
 

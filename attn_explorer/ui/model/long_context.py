@@ -9,7 +9,7 @@ tells the worker's job to stop after the layer under way (the decoder's
 :class:`PassPreviews` fills the layers × heads grid with each finished layer's block
 previews while the pass still runs (the layer under way marked "computing", the later
 ones blank), at most a few redraws a second. The worker hands the pass's
-:class:`~attn_explorer.models.decoder.long_pass.LongStats` over once, as it starts (a
+:class:`~attn_explorer.models.decoder.long_stats.LongStats` over once, as it starts (a
 :class:`~attn_explorer.models.session.PassWatch`); the GUI then reads only the layers
 the pass's progress signal has reported done, which the worker never writes again.
 """
@@ -25,7 +25,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QStackedWidget, QWidget
 
-from attn_explorer.models.decoder.long_pass import LongStats
+from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.requests import AttentionRequest
 from attn_explorer.models.session import ModelSession, PassWatch, layer_previews
 from attn_explorer.state.colormaps import lut, range_from_extremes

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from attn_explorer.models.session import Head
 from attn_explorer.state.colormaps import lut
+from attn_explorer.ui.common.graphics import retire
 
 #: Thumbnail side in pixels: cells grow to fill the grid's area within these bounds; when
 #: even the smallest do not fit, the grid scrolls.
@@ -350,6 +351,7 @@ class ThumbnailGrid(QScrollArea):
         if (n_layers, n_heads) == self.shape:
             return
         self.canvas.clear()
+        retire(part for box_and_item in self.thumbnails.values() for part in box_and_item)
         self.thumbnails.clear()  # in place: the view's tests read this dict
         self._framed = self._fitted = None
         for layer in range(n_layers):
