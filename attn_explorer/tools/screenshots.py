@@ -114,3 +114,44 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+class DockWindow:
+    """The real window with the Model dock open, for the docs' screenshot scripts.
+
+    ``settle(busy=True)`` runs the event loop until the dock's forward pass is done
+    (at most ``seconds``), then lets the layout catch up for ``frames`` more turns.
+    """
+
+    def __init__(self, width: int = 1280, height: int = 800, hide_inputs: bool = True) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        from attn_explorer.ui.window.launch import prepare_interpreter
+        from attn_explorer.ui.window.main_window import MainWindow
+
+        prepare_interpreter()
+        self.app = QApplication.instance() or QApplication(sys.argv)
+        self.window = MainWindow()
+        self.window.files.ask_before_discard = False
+        self.window.resize(width, height)
+        self.window.show()
+        self.view = self.window.commands.open_model_view()
+        assert self.window.model_dock is not None
+        if hide_inputs:
+            self.window.inputs_dock.hide()  # the Model dock gets the left half: bigger cells
+
+    def settle(
+        self, busy: bool = False, seconds: float = 600, frames: int = 20, pause: float = 0.0
+    ) -> None:
+        import time
+
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.app.processEvents()
+            if not (busy and self.view.busy):
+                break
+            time.sleep(0.02)
+        for _ in range(frames):
+            self.app.processEvents()
+            if pause:
+                time.sleep(pause)

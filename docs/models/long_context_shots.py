@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,12 +28,10 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=8192)
     args = parser.parse_args()
     from PySide6.QtCore import Qt
-    from PySide6.QtWidgets import QApplication
 
     from attn_explorer.models.decoder.llama import load_gguf
     from attn_explorer.models.discovery import smollm2_file
-    from attn_explorer.ui.window.launch import prepare_interpreter
-    from attn_explorer.ui.window.main_window import MainWindow
+    from attn_explorer.tools.screenshots import DockWindow
 
     path = smollm2_file()
     if path is None:
@@ -42,25 +40,10 @@ def main() -> int:
     tokenizer = load_gguf(path).tokenizer
     ids = tokenizer.encode(PARAGRAPH * (args.tokens // 20 + 1))[: args.tokens]
     text = tokenizer.decode(ids)
-    prepare_interpreter()
-    app = QApplication.instance() or QApplication(sys.argv)
-    window = MainWindow()
-    window.files.ask_before_discard = False
-    window.resize(1280, 800)
-    window.show()
-    view = window.commands.open_model_view()
-    assert window.model_dock is not None
-    window.inputs_dock.hide()
+    dock = DockWindow()
+    window, view = dock.window, dock.view
 
-    def settle(busy: bool = False, seconds: float = 7200) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            app.processEvents()
-            if not (busy and view.busy):
-                break
-            time.sleep(0.02)
-        for _ in range(20):
-            app.processEvents()
+    settle = partial(dock.settle, seconds=7200)
 
     view.set_model_folder(path)
     view.set_sentence(text)

