@@ -31,11 +31,46 @@ def tiny_gguf(tmp_path):
     return path
 
 
+#: The inner loop's tests measured at 0.4 s or more (one idle run; the file says how).
+SLOW_BY_MEASURE = Path(__file__).parent / "slow_by_measure.txt"
+#: Journeys that stay in the inner loop whatever they take: the fast core (issue 22). One
+#: per path a user walks most: edits and strategy keys, paste and undo, the title, the
+#: stepper with presets and undo, the keyboard alone, undo's scope, a drag, a file opened.
+FAST_CORE = frozenset(
+    "tests/ui/journeys/" + name
+    for name in (
+        "test_journeys.py::test_strategy_keys_after_editing_a_cell",
+        "test_journeys.py::test_ctrl_v_pastes_and_undo_redo_and_refusals",
+        "test_journeys.py::test_the_title_names_the_document_once_and_marks_changes",
+        "test_journeys.py::test_stepping_then_a_preset_then_undo_always_shows_a_full_grid",
+        "test_journeys.py::test_undo_and_redo_while_stepping",
+        "test_keyboard_journey.py::test_keyboard_only_cell_strategy_stage_step_and_export",
+        "test_undo_scope_journey.py::"
+        "test_undo_keeps_stage_causal_strategy_and_step_and_redo_restores_the_numbers",
+        "test_vectors_journey.py::"
+        "test_drag_q2_tip_edits_q_updates_the_grid_and_one_undo_restores_it",
+        "test_open_tensors_journey.py::test_an_npz_with_q_k_v_opens_at_once_and_is_undoable",
+    )
+)
+
+
+def measured_slow() -> frozenset[str]:
+    """Node ids listed in SLOW_BY_MEASURE (lines "seconds  node id"; # starts a comment)."""
+    lines = SLOW_BY_MEASURE.read_text(encoding="utf-8").splitlines()
+    rows = (line.split(None, 1) for line in lines if line.strip() and not line.startswith("#"))
+    return frozenset(row[1].strip() for row in rows)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by the marks
 def pytest_collection_modifyitems(config, items):
-    """Run the SmolLM2 reference module last.
+    """Mark the measured-slow tests @slow, and run the SmolLM2 reference module last.
 
     It keeps transformers, torch and two copies of the model (~1.3 GB) in this process;
     a child forked after it starts with that resident memory, which the hostile-corpus
     tests' peak-memory check of each export would then count against the export.
     """
+    slow = measured_slow() - FAST_CORE
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.nodeid.startswith("tests/models/test_llama_reference.py"))

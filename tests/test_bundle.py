@@ -18,7 +18,7 @@ import pytest
 
 from attn_explorer import __version__
 
-pytestmark = pytest.mark.bundle
+pytestmark = [pytest.mark.bundle, pytest.mark.slow]  # ~90 s: never in the inner loop
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_TIMEOUT = 1800  # seconds; a cold pip cache downloads ~150 MB of wheels

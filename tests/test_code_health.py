@@ -4,6 +4,7 @@ folders of a dozen, a README module map that matches the tree, and mypy over eve
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -43,22 +44,23 @@ ONE_DEFINITION = (
 )
 
 
-def _definitions(path: Path) -> set[str]:
-    """Names a module defines at its top level or in a class (functions, classes, constants)."""
+@functools.cache
+def _definitions(path: Path) -> frozenset[str]:
+    """Names a module defines at its top level or in a class (functions, classes, constants).
+
+    Parsed once per module for all the facts (it was 1.2 s per fact when each parsed the
+    package again and looked each node up in the module's body list)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
             names.add(node.name)
-        elif isinstance(node, ast.Assign) and node in tree.body:
+    for node in tree.body:  # constants: top-level assignments only
+        if isinstance(node, ast.Assign):
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif (
-            isinstance(node, ast.AnnAssign)
-            and node in tree.body
-            and isinstance(node.target, ast.Name)
-        ):
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
-    return names
+    return frozenset(names)
 
 
 @pytest.mark.parametrize("name", ONE_DEFINITION)
