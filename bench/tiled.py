@@ -7,7 +7,9 @@ Prints ratio tables (issue 26's targets):
    T2048; the crossover is the first T where tiled is faster);
 3. tiled / torch SDPA (output only, nothing materialised), H16 d64, T 2048 and 4096,
    causal and not, torch in its own process (target ≤ 1.3×);
-4. tiled's time by block size at T2048, which chose ``DEFAULT_BLOCK``.
+4. tiled's time by block size at T2048, which chose ``DEFAULT_BLOCK``;
+5. numpy's floor under table 3: the tiled loop's two products alone, and its exp and row
+   max alone, over the same tiles on the same cores, each against torch's whole SDPA.
 
 ``--quick`` runs small sizes only (for the test that the script still runs). Numbers
 are medians of round-robin samples (attn_explorer.cli.bench_measure.round_robin); the load of
@@ -29,7 +31,7 @@ import numpy as np
 from attn_explorer.cli.bench import blas_threads as blas_pool_threads
 from attn_explorer.cli.bench_measure import round_robin
 from attn_explorer.compute import attention
-from attn_explorer.compute.tiled import DEFAULT_BLOCK
+from attn_explorer.compute.tiled import DEFAULT_BLOCK, on_every_core
 
 
 def blas_threads() -> int:
@@ -81,6 +83,46 @@ def block_row(heads: int, tokens: int, dim: int, blocks: list[int], repeats: int
         for b in blocks
     }
     return round_robin(funcs, repeats, 0.0, pause=0.05)
+
+
+def floor_row(heads: int, tokens: int, dim: int, causal: bool, repeats: int) -> dict:
+    """What the tiled strategy cannot go under in numpy: its parts alone over the same tiles.
+
+    The same loop as ``compute/tiled.py`` (query blocks shared by the cores, BLAS one
+    thread each, causal blocks right of the diagonal skipped) runs one part at a time:
+    the two products (Q·Kᵀ into a tile, the tile · V), np.exp of a tile, and a tile's
+    row max. Everything else the strategy does (subtract, sum, rescale, mask) is left
+    out, so their sum is a floor no numpy rearrangement of the algorithm goes under.
+    """
+    q, k, v = inputs(heads, tokens, dim)
+    block = DEFAULT_BLOCK
+    starts = range(0, tokens, block)
+    base = -np.abs(np.random.default_rng(1).standard_normal((heads, block, block), np.float32))
+
+    def run(part) -> None:
+        blocks = iter(reversed(starts) if causal else starts)
+
+        def work() -> None:
+            tile = np.empty((heads, block, block), np.float32)
+            for i0 in blocks:
+                last = min(tokens, i0 + block) if causal else tokens
+                for j0 in range(0, last, block):
+                    part(i0, j0, tile)
+
+        with np.errstate(under="ignore"):
+            on_every_core(work, len(starts), heads * tokens * tokens)
+
+    def products(i0: int, j0: int, tile: np.ndarray) -> None:
+        k_t = np.swapaxes(k[0, :, j0 : j0 + block], -1, -2)
+        np.matmul(q[0, :, i0 : i0 + block], k_t, out=tile)
+        np.matmul(tile, v[0, :, j0 : j0 + block])
+
+    funcs = {
+        "products": lambda: run(products),
+        "exp": lambda: run(lambda i0, j0, tile: np.exp(base, out=tile)),
+        "max": lambda: run(lambda i0, j0, tile: base.max(axis=-1)),
+    }
+    return {"T": tokens, "causal": causal, **round_robin(funcs, repeats, 0.0, pause=0.05)}
 
 
 def torch_seconds(heads: int, tokens: int, dim: int, causal: bool, repeats: int) -> float | None:
@@ -186,6 +228,21 @@ def main(argv: list[str]) -> int:
     best = min(by_block.values())
     print(f"\n4. Tiled by block size, causal, H{heads} T{tokens} d{dim} (÷ fastest)")
     print("   " + "  ".join(f"{b}: {s * 1e3:.0f}ms ({s / best:.2f})" for b, s in by_block.items()))
+    print(f"\n5. numpy's floor under table 3: the tiled loop's parts alone, H{heads} d{dim}, "
+          f"block {DEFAULT_BLOCK}")  # fmt: skip
+    print(f"   {'T':>5} {'causal':>6} {'products':>9} {'exp':>8} {'max':>8} {'floor':>8} "
+          f"{'torch':>8} {'floor/torch':>11}")  # fmt: skip
+    report["floor"] = []
+    for row in torch_rows:
+        floor = floor_row(heads, row["T"], dim, row["causal"], repeats)
+        low = floor["products"] + floor["exp"] + floor["max"]
+        floor.update(floor=low, torch=row["torch"])
+        report["floor"].append(floor)
+        ratio = f"{low / row['torch']:.2f}" if row["torch"] else "n/a"
+        theirs = f"{row['torch'] * 1e3:.0f}ms" if row["torch"] else "-"
+        print(f"   {row['T']:>5} {row['causal']!s:>6} {floor['products'] * 1e3:>7.0f}ms "
+              f"{floor['exp'] * 1e3:>6.0f}ms {floor['max'] * 1e3:>6.0f}ms {low * 1e3:>6.0f}ms "
+              f"{theirs:>8} {ratio:>11}")  # fmt: skip
     if args.json:
         print(json.dumps(report))
     return 0

@@ -57,8 +57,14 @@ def test_dequantize_bench_prints_every_type_equal_to_gguf():
     assert all(row[-1] == "yes" for row in rows), text
 
 
-def test_tiled_bench_prints_its_four_tables():
+def test_tiled_bench_prints_its_five_tables():
     text = run_script("bench/tiled.py", "--quick")
-    for title in ("1. Peak extra memory", "2. Whole attention", "3. tiled / torch", "4. Tiled by"):
+    for title in (
+        "1. Peak extra memory",
+        "2. Whole attention",
+        "3. tiled / torch",
+        "4. Tiled by",
+        "5. numpy's floor",
+    ):
         assert title in text
     assert "crossover (causal)" in text

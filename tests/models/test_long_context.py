@@ -199,3 +199,38 @@ def test_pass_bytes_grow_with_the_text_not_its_square():
     big = long_pass.pass_bytes(30, 9, 3, 64, 576, 1536, 8192)
     assert 1.7 < big / small < 2.1  # kept arrays ∝ T; previews stay 256 × 256 a head
     assert big < 3e9  # SmolLM2 at its context, besides the weights
+
+
+def test_a_held_pass_waits_at_its_next_fold_until_released(monkeypatch):
+    """The view's hold (a grid redraw): a core folding a block waits until release, and at
+    most HOLD_S when nobody releases it."""
+    import threading
+    import time
+
+    from attn_explorer.models.decoder.long_pass import LayerKeys
+
+    tokens = 8
+    stats = LongStats(1, 2, tokens, np.arange(tokens), (np.zeros(0, int),) * 2)
+    raw = np.random.default_rng(0).standard_normal((2, 4, tokens), dtype=np.float32)
+    weights = np.full_like(raw, 1 / tokens)
+    folded = threading.Event()
+
+    def fold():
+        stats.fold(0, 4, raw.copy(), weights, LayerKeys(scale=1.0))
+        folded.set()
+
+    stats.hold()
+    worker = threading.Thread(target=fold)
+    worker.start()
+    assert not folded.wait(0.1)  # held: the block is not folded
+    assert stats.weights_preview[0].max() == 0
+    stats.release()
+    assert folded.wait(5)
+    worker.join()
+    assert stats.weights_preview[0].max() == np.float32(1 / tokens)
+
+    monkeypatch.setattr(long_stats, "HOLD_S", 0.05)
+    stats.hold()  # never released: the fold goes on after HOLD_S
+    start = time.monotonic()
+    stats.fold(0, 4, raw.copy(), weights, LayerKeys(scale=1.0))
+    assert 0.04 <= time.monotonic() - start < 2

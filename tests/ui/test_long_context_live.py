@@ -164,7 +164,8 @@ def test_the_newest_head_wins_and_the_older_job_stops(qtbot, view, monkeypatch):
 
     monkeypatch.setattr(HeadStack, "reduced", held)
     view.select_head(1, 3)
-    assert started.wait(10)  # the first job runs, held
+    assert view.detail.busy  # its job starts START_DELAY_MS after the preview is drawn
+    qtbot.waitUntil(started.is_set, timeout=10_000)  # the first job runs, held
     view.select_head(0, 1)
     qtbot.waitUntil(lambda: view.detail.showing == "full", timeout=10_000)
     np.testing.assert_array_equal(view.detail.image.image, view.result.weights.reduced(0, 1, 100))
@@ -239,6 +240,33 @@ def test_the_grid_shows_finished_layers_while_the_pass_runs(qtbot, view, hold):
         np.testing.assert_array_equal(thumbnail(view, 2, head), stats.weights_preview[2, head])
     assert view.grid._layer_header.texts()[1] == "layer 2"
     assert not view.passes.active
+
+
+def test_a_redraw_holds_the_pass_while_the_grid_is_painted(qtbot, view, hold, monkeypatch):
+    """Each mid-pass redraw holds the pass's cores (LongStats.hold), paints the grid at once
+    and lets the cores go: the grid is set and painted without queueing for the GIL."""
+    from attn_explorer.ui.model.model_grid import ThumbnailGrid
+
+    seen = []
+    real_paint = ThumbnailGrid.repaint_now
+
+    def paint(grid, layers=None):
+        stats = view.passes._stats
+        seen.append(("paint", stats is not None and not stats._gate.is_set()))
+        real_paint(grid, layers)
+
+    monkeypatch.setattr(ThumbnailGrid, "repaint_now", paint)
+    hold.arm(at=1)
+    view.set_sentence(OTHER)
+    view.compute_now()
+    assert hold.reached.wait(20)
+    qtbot.waitUntil(lambda: view.passes.layers_drawn == 1, timeout=10_000)
+    stats = view.passes._stats
+    assert seen == [("paint", True)]  # painted while held
+    assert stats._gate.is_set()  # and released after
+    hold.release()
+    qtbot.waitUntil(lambda: view.result.long is stats and not view.busy, timeout=20_000)
+    assert stats._gate.is_set() and all(held for _, held in seen)
 
 
 def test_the_grid_fills_from_the_start_page_on_a_first_long_pass(qtbot, model_path, hold):

@@ -25,6 +25,14 @@ from attn_explorer.models.decoder.long_pass import (
 
 #: Index pairs kept for the duplicate / induction scores before they are read densely.
 MAX_PAIRS = 1 << 22
+#: Longest a core waits at :meth:`LongStats.fold` while the view holds the pass.
+HOLD_S = 0.25
+
+
+def _open_gate() -> threading.Event:
+    gate = threading.Event()
+    gate.set()
+    return gate
 
 
 @dataclass
@@ -54,6 +62,8 @@ class LongStats:
     _pairs: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(init=False)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     _defined: dict[str, int] | None = field(init=False, default=None)  # of the ids alone
+    _gate: threading.Event = field(init=False, default_factory=_open_gate, repr=False)
+    _parked: int = field(init=False, default=0, repr=False)  # cores waiting at the gate
 
     def __post_init__(self) -> None:
         self.block = preview_block(self.tokens)
@@ -69,6 +79,24 @@ class LongStats:
             "induction": _pairs(self.input_ids, 1),
         }
 
+    def hold(self) -> None:
+        """The view is drawing: each core waits at its next :meth:`fold` until
+        :meth:`release` (at most HOLD_S), so the GUI thread has the interpreter to itself.
+
+        The fold is the pass's Python-heavy part; while two cores ran it, the GUI thread
+        waited for the GIL at every step and a grid redraw of ~2 ms took 25–47 ms.
+        """
+        self._gate.clear()
+
+    @property
+    def parked(self) -> int:
+        """How many cores wait at the gate now (see :meth:`hold`)."""
+        return self._parked
+
+    def release(self) -> None:
+        """The cores go on (see :meth:`hold`)."""
+        self._gate.set()
+
     def fold(
         self, layer: int, i0: int, raw: np.ndarray, weights: np.ndarray, keys: LayerKeys
     ) -> None:
@@ -76,6 +104,12 @@ class LongStats:
 
         ``raw`` is overwritten (its hidden cells become ±inf for the score preview).
         """
+        if not self._gate.is_set():  # the view is drawing (hold): wait until it is done
+            with self._lock:
+                self._parked += 1
+            self._gate.wait(HOLD_S)
+            with self._lock:
+                self._parked -= 1
         bq, i1 = raw.shape[-2:]
         r, n0 = self.block, i0 // self.block
         n1, c1 = n0 + -(-bq // r), -(-i1 // r)

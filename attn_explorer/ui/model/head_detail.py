@@ -42,6 +42,9 @@ ZOOM_CHUNK = 128
 #: next check, within a chunk of rows).
 SHUTDOWN_WAIT_S = 2.0
 #: The title's note while the block preview shows, and its tooltip.
+#: A long head's background job starts this long after its block preview is drawn, so the
+#: preview (and a new result's grid) paint on an interpreter the job does not share.
+START_DELAY_MS = 100
 COMPUTING = "block preview — computing the full head…"
 PREVIEW_TIP = (
     "The pass's block preview of this head: each pixel is the largest weight (or the raw "
@@ -115,6 +118,9 @@ class HeadDetail(pg.PlotWidget):
         self._zoom_source: tuple[HeadStack, Head, ShownValues] | None = None
         self._zoom_timer = QTimer(self, singleShot=True, interval=ZOOM_DEBOUNCE_MS)
         self._zoom_timer.timeout.connect(self._zoom_in)
+        self._start_timer = QTimer(self, singleShot=True, interval=START_DELAY_MS)
+        self._start_timer.timeout.connect(self._start_pending)
+        self._pending: Callable[[], None] | None = None  # the full head's job, not yet started
         box.sigRangeChanged.connect(lambda *_: self._zoom_timer.start())
         # Background work, newest first: the full head, and a zoomed view's exact cells.
         self.head_runner, self.zoom_runner = LatestRunner(self), LatestRunner(self)
@@ -143,7 +149,15 @@ class HeadDetail(pg.PlotWidget):
         def job(_: Callable[[float, str], None], should_stop: Callable[[], bool]) -> object:
             return shown.head(layer, head, should_stop)  # (n, n) blocks, or (T, T)
 
-        self._submit(self.head_runner, job, lambda full: self._full_arrived(full, shown, title))
+        self._pending = lambda: self._submit(
+            self.head_runner, job, lambda full: self._full_arrived(full, shown, title)
+        )
+        self._start_timer.start()
+
+    def _start_pending(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending()
 
     def set_head(
         self, values: np.ndarray, shown: ShownValues, title: str, head: Head | None = None
@@ -201,7 +215,8 @@ class HeadDetail(pg.PlotWidget):
     @property
     def busy(self) -> bool:
         """True while the full head or a zoomed view is being computed."""
-        return self.head_runner.is_busy() or self.zoom_runner.is_busy()
+        waiting = self._pending is not None  # its job starts in START_DELAY_MS
+        return waiting or self.head_runner.is_busy() or self.zoom_runner.is_busy()
 
     def _submit(
         self,
@@ -228,6 +243,8 @@ class HeadDetail(pg.PlotWidget):
     def cancel(self) -> None:
         """Stop the background jobs; their late answers are dropped."""
         self._zoom_timer.stop()
+        self._start_timer.stop()
+        self._pending = None
         self.head_runner.cancel(quiet=True)
         self.zoom_runner.cancel(quiet=True)
 

@@ -25,6 +25,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QStackedWidget, QWidget
 
+from attn_explorer.compute.softmax import WORKERS
 from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.requests import AttentionRequest
 from attn_explorer.models.session import ModelSession, PassWatch, layer_previews
@@ -36,6 +37,9 @@ from attn_explorer.ui.model.model_grid import ThumbnailGrid
 BAR_PX = 90
 #: Least time between two redraws of the grid while a long pass runs.
 MIN_REDRAW_MS = 250
+#: A redraw holds the pass (LongStats.hold) and waits, with the event loop running, until
+#: its cores have parked, at most this long; then it draws and paints, and lets them go.
+PARK_WAIT_MS, PARK_POLL_MS = 80, 5
 
 
 class PassProgress(QWidget):
@@ -115,6 +119,10 @@ class PassPreviews(QObject):
         self._whole: tuple[LongStats, tuple[float, float], str] | None = None
         self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self._draw)
+        self._parking = QTimer(self, interval=PARK_POLL_MS)
+        self._parking.timeout.connect(self._poll_parked)
+        self._park_start = 0.0
+        self._drawn_from = 0  # the first layer the last draw set
         self.redraws = 0  # how many times the grid was redrawn (for tests and the benchmark)
         runner.progress.connect(self._on_progress)
         runner.busy.connect(self._on_busy)
@@ -155,6 +163,11 @@ class PassPreviews(QObject):
     def end(self) -> None:
         """The result has arrived (the dock draws it): stop drawing the pass."""
         self._timer.stop()
+        self._parking.stop()
+        if self._stats is not None:
+            if self._drawn < self._done:  # layers finished since the last redraw: drawn now,
+                self._draw_layers(self._stats)  # so the result's grid needs no redraw of 270
+            self._stats.release()
         self._stats, self._watch = None, None
         self._grid.set_pending(None)
 
@@ -164,7 +177,9 @@ class PassPreviews(QObject):
         if not self.active:
             return False
         self._drawn, self._extremes, self._whole = 0, (math.inf, -math.inf), None
-        self._draw()
+        self._parking.stop()
+        assert self._stats is not None
+        self._draw_now(self._stats)  # at once: the colours changed under the user's hand
         return True
 
     def _on_progress(self, fraction: float, _: str) -> None:
@@ -188,9 +203,42 @@ class PassPreviews(QObject):
             self._timer.start(math.ceil(wait * 1e3))
 
     def _draw(self) -> None:
+        """Hold the pass, then draw once its cores have parked (or PARK_WAIT_MS passed).
+
+        Two cores running the pass's Python made every step of a redraw wait for the GIL: a
+        draw and paint of ~15 ms took 50–130 ms, all in one event-loop turn.
+        """
+        stats = self._stats
+        if stats is None or self._parking.isActive():
+            return
+        stats.hold()
+        self._park_start = time.monotonic()
+        self._parking.start()
+
+    def _poll_parked(self) -> None:
         stats = self._stats
         if stats is None:
+            self._parking.stop()
             return
+        waited = (time.monotonic() - self._park_start) * 1e3
+        if stats.parked < WORKERS and waited < PARK_WAIT_MS:
+            return  # the event loop runs meanwhile: no stall
+        self._parking.stop()
+        self._draw_now(stats)
+
+    def _draw_now(self, stats: LongStats) -> None:
+        stats.hold()  # (again, for a redraw that did not wait)
+        try:
+            first = self._drawn
+            self._draw_layers(stats)  # (may draw every layer again: a wider scale)
+            # painted now, on an interpreter the cores leave alone: the new rows only, or all
+            # when the pass's first draw blanked the later rows
+            changed = range(self._drawn_from, self._drawn) if first else None
+            self._grid.repaint_now(changed)
+        finally:
+            stats.release()
+
+    def _draw_layers(self, stats: LongStats) -> None:
         scores = self._session.show_scores
         new = [layer_previews(stats, layer, scores) for layer in range(self._drawn, self._done)]
         if scores:
@@ -207,6 +255,7 @@ class PassPreviews(QObject):
         else:
             colormap, levels = "sequential", (0.0, 1.0)
         table = lut(colormap)
+        self._drawn_from = self._drawn
         for layer, values in enumerate(new, start=self._drawn):
             self._grid.set_layer(layer, values, levels, table, stats.tokens)
         self._drawn = self._done

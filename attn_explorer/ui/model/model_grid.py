@@ -16,13 +16,10 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.GraphicsScene.mouseEvents import HoverEvent, MouseClickEvent
+from PySide6 import QtGui
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
-from PySide6.QtWidgets import (
-    QFrame,
-    QScrollArea,
-    QWidget,
-)
+from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QWidget
 
 from attn_explorer.models.session import Head
 from attn_explorer.state.colormaps import lut
@@ -313,6 +310,8 @@ class ThumbnailGrid(QScrollArea):
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
             bar.valueChanged.connect(self._update_headers)
         self.thumbnails: dict[Head, tuple[pg.ViewBox, HeatmapItem]] = {}
+        #: (extent in tokens, image shape) each thumbnail's rect and range were set for:
+        self._placed: dict[Head, tuple[int, tuple[int, ...]]] = {}
         self.shape: tuple[int, int] | None = None
         self.selected: Head = (0, 0)
         self._framed: Head | None = None  # the thumbnail with the selection's frame
@@ -353,6 +352,7 @@ class ThumbnailGrid(QScrollArea):
         self.canvas.clear()
         retire(part for box_and_item in self.thumbnails.values() for part in box_and_item)
         self.thumbnails.clear()  # in place: the view's tests read this dict
+        self._placed.clear()
         self._framed = self._fitted = None
         for layer in range(n_layers):
             for head in range(n_heads):
@@ -361,6 +361,9 @@ class ThumbnailGrid(QScrollArea):
                 box.setMouseEnabled(False, False)
                 box.setMenuEnabled(False)
                 item = HeatmapItem((layer, head), self._clicked, self._hovered)
+                # kept as a pixmap until its image changes: a repaint of 270 (a layer drawn
+                # mid-pass, a scroll) calls no Python paint()s, which wait for the GIL mid-pass
+                item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
                 box.addItem(item)
                 self.thumbnails[(layer, head)] = (box, item)
         self.shape = (n_layers, n_heads)
@@ -383,6 +386,7 @@ class ThumbnailGrid(QScrollArea):
             item.setImage(values[layer, head], levels=levels, lut=table, autoLevels=False)
             item.setRect(QRectF(0, 0, extent, extent))
             box.setRange(xRange=(0, extent), yRange=(0, extent), padding=0)
+            self._placed[(layer, head)] = (extent, values.shape[2:])
         self.set_pending(None)
 
     def set_layer(
@@ -394,11 +398,24 @@ class ThumbnailGrid(QScrollArea):
         tokens: int,
     ) -> None:
         """One layer's row of thumbnails: ``values`` (H, n, n) block previews of ``tokens``."""
+        placed = (tokens, values.shape[1:])  # the rect's scale depends on the image's shape
         for head in range(values.shape[0]):
             box, item = self.thumbnails[(layer, head)]
             item.setImage(values[head], levels=levels, lut=table, autoLevels=False)
-            item.setRect(QRectF(0, 0, tokens, tokens))
-            box.setRange(xRange=(0, tokens), yRange=(0, tokens), padding=0)
+            if self._placed.get((layer, head)) != placed:  # a pass's layers: once, not each redraw
+                self._placed[(layer, head)] = placed
+                item.setRect(QRectF(0, 0, tokens, tokens))
+                box.setRange(xRange=(0, tokens), yRange=(0, tokens), padding=0)
+
+    def repaint_now(self, layers: range | None = None) -> None:
+        """Paint the thumbnails of ``layers`` (None: all) now (a long pass's redraw, held)."""
+        if layers is None:
+            return self.canvas.viewport().repaint()
+        region = QtGui.QRegion()
+        for (layer, _), (box, _) in self.thumbnails.items():
+            if layer in layers:
+                region += self.canvas.mapFromScene(box.sceneBoundingRect()).boundingRect()
+        self.canvas.viewport().repaint(region)
 
     def set_pending(self, first: int | None) -> None:
         """A long pass is on layer ``first`` (from 0): it and the later rows blank, its label
