@@ -85,7 +85,9 @@ def block_row(heads: int, tokens: int, dim: int, blocks: list[int], repeats: int
     return round_robin(funcs, repeats, 0.0, pause=0.05)
 
 
-def floor_row(heads: int, tokens: int, dim: int, causal: bool, repeats: int) -> dict:
+def floor_row(
+    heads: int, tokens: int, dim: int, causal: bool, repeats: int, block: int = DEFAULT_BLOCK
+) -> dict:
     """What the tiled strategy cannot go under in numpy: its parts alone over the same tiles.
 
     The same loop as ``compute/tiled.py`` (query blocks shared by the cores, BLAS one
@@ -95,7 +97,6 @@ def floor_row(heads: int, tokens: int, dim: int, causal: bool, repeats: int) -> 
     out, so their sum is a floor no numpy rearrangement of the algorithm goes under.
     """
     q, k, v = inputs(heads, tokens, dim)
-    block = DEFAULT_BLOCK
     starts = range(0, tokens, block)
     base = -np.abs(np.random.default_rng(1).standard_normal((heads, block, block), np.float32))
 

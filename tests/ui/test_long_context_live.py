@@ -263,7 +263,7 @@ def test_a_redraw_holds_the_pass_while_the_grid_is_painted(qtbot, view, hold, mo
     qtbot.waitUntil(lambda: view.passes.layers_drawn == 1, timeout=10_000)
     stats = view.passes._stats
     assert seen == [("paint", True)]  # painted while held
-    assert stats._gate.is_set()  # and released after
+    qtbot.waitUntil(stats._gate.is_set, timeout=2_000)  # and released after (RELEASE_MS)
     hold.release()
     qtbot.waitUntil(lambda: view.result.long is stats and not view.busy, timeout=20_000)
     assert stats._gate.is_set() and all(held for _, held in seen)

@@ -39,7 +39,7 @@ BAR_PX = 90
 MIN_REDRAW_MS = 250
 #: A redraw holds the pass (LongStats.hold) and waits, with the event loop running, until
 #: its cores have parked, at most this long; then it draws and paints, and lets them go.
-PARK_WAIT_MS, PARK_POLL_MS = 80, 5
+PARK_WAIT_MS, PARK_POLL_MS, RELEASE_MS = 120, 5, 30
 
 
 class PassProgress(QWidget):
@@ -60,6 +60,9 @@ class PassProgress(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.bar)
         layout.addWidget(self.stop_button)
+        policy = self.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)  # showing it must not move the grid: a resized
+        self.setSizePolicy(policy)  # grid repaints all 270 thumbnails afresh (~110 ms)
         self.setVisible(False)
         runner.progress.connect(self._on_progress)
         runner.busy.connect(self._on_busy)
@@ -123,6 +126,7 @@ class PassPreviews(QObject):
         self._parking.timeout.connect(self._poll_parked)
         self._park_start = 0.0
         self._drawn_from = 0  # the first layer the last draw set
+        self._held: list[LongStats] = []  # passes held by a draw, released RELEASE_MS later
         self.redraws = 0  # how many times the grid was redrawn (for tests and the benchmark)
         runner.progress.connect(self._on_progress)
         runner.busy.connect(self._on_busy)
@@ -194,7 +198,8 @@ class PassPreviews(QObject):
                 self._grid.set_layer_kinds((), 0)
             self._pages.setCurrentIndex(1)
             self._drawn, self._extremes = 0, (math.inf, -math.inf)
-            self._grid.set_pending(0)
+            # the grid is blanked by the first draw, once the pass is held: blanking 270
+            # thumbnails now would paint them while two cores contend for the GIL (124 ms)
         self._done = watch.layers_done(fraction)
         wait = MIN_REDRAW_MS / 1e3 - (time.monotonic() - self._last)
         if wait <= 0:
@@ -235,8 +240,16 @@ class PassPreviews(QObject):
             # when the pass's first draw blanked the later rows
             changed = range(self._drawn_from, self._drawn) if first else None
             self._grid.repaint_now(changed)
-        finally:
-            stats.release()
+        finally:  # held a little longer: the scene's own update of those rows paints next
+            self._held.append(stats)
+            QTimer.singleShot(RELEASE_MS, self, self._release_one)
+
+    def _release_one(self) -> None:
+        # A method of this QObject, not ``stats.release``: Qt does not keep the object of a
+        # plain Python bound method alive, and a timer that outlived its pass called a freed
+        # one (AttributeError on a str, then signal 11).
+        if self._held:
+            self._held.pop(0).release()
 
     def _draw_layers(self, stats: LongStats) -> None:
         scores = self._session.show_scores
