@@ -63,14 +63,15 @@ def measured_slow() -> frozenset[str]:
 
 @pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by the marks
 def pytest_collection_modifyitems(config, items):
-    """Mark the measured-slow tests @slow, and run the SmolLM2 reference module last.
+    """Mark the measured-slow tests @slow, and run the reference modules (``*_reference.py``) last.
 
-    It keeps transformers, torch and two copies of the model (~1.3 GB) in this process;
-    a child forked after it starts with that resident memory, which the hostile-corpus
-    tests' peak-memory check of each export would then count against the export.
+    They keep transformers, torch and copies of the models (GBs) in this process; a
+    child forked after them starts with that resident memory, which the peak-memory checks
+    of the hostile corpus and the Open action would then count against the child.
     """
     slow = measured_slow() - FAST_CORE
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.nodeid.startswith("tests/models/test_llama_reference.py"))
+    # every module that runs transformers in this process, last (see above)
+    items.sort(key=lambda item: "_reference.py" in item.nodeid.split("::")[0])

@@ -47,6 +47,7 @@ WORKED_QUERY = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
 OPEN_CHILD = textwrap.dedent(
     """
     import json, os, resource, sys, time
+    from pathlib import Path
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QMessageBox
     from attn_explorer.ui.window.main_window import MainWindow
@@ -108,7 +109,13 @@ OPEN_CHILD = textwrap.dedent(
             "computed": window.results.up_to_date or bool(window.results.error),
         }), flush=True)
         window.files.new_session()
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM is this process's own peak; ru_maxrss would also count the peak that pytest
+    # had reached when it started this child (Linux keeps it across exec: 8 GB once the
+    # transformers reference tests had run in the same pytest)
+    status = Path("/proc/self/status")
+    hwm = [line for line in status.read_text().splitlines() if line.startswith("VmHWM:")] \
+        if status.exists() else []
+    peak_kb = int(hwm[0].split()[1]) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"peak_bytes": peak_kb * 1024, "errors": errors}), flush=True)
     """
 )
