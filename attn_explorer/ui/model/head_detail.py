@@ -41,10 +41,10 @@ ZOOM_CHUNK = 128
 #: How long ``shutdown`` waits for a background job already under way (it stops at its
 #: next check, within a chunk of rows).
 SHUTDOWN_WAIT_S = 2.0
-#: The title's note while the block preview shows, and its tooltip.
 #: A long head's background job starts this long after its block preview is drawn, so the
 #: preview (and a new result's grid) paint on an interpreter the job does not share.
 START_DELAY_MS = 100
+#: The title's note while the block preview shows, and its tooltip.
 COMPUTING = "block preview — computing the full head…"
 PREVIEW_TIP = (
     "The pass's block preview of this head: each pixel is the largest weight (or the raw "

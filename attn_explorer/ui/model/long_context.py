@@ -246,7 +246,9 @@ class PassPreviews(QObject):
         # plain Python bound method alive, and a timer that outlived its pass called a freed
         # one (AttributeError on a str, then signal 11).
         if self._held:
-            self._held.pop(0).release()
+            stats = self._held.pop(0)
+            if all(held is not stats for held in self._held):  # no later draw still holds it
+                stats.release()
 
     def _draw_layers(self, stats: LongStats) -> None:
         scores = self._session.show_scores
