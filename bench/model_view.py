@@ -70,6 +70,8 @@ class Probe:
         from PySide6.QtCore import QTimer
 
         self.gaps: list[tuple[float, float]] = []
+        self.notes: list[object] = []  # what ``note()`` said at each tick (--gaps)
+        self.note: object = None  # a callable: the state at each tick, for --gaps
         self.timer = QTimer()
         self.timer.setInterval(PROBE_MS)
         self.timer.timeout.connect(self._tick)
@@ -79,6 +81,7 @@ class Probe:
     def _tick(self) -> None:
         now = time.perf_counter()
         self.gaps.append((now, now - self.last))
+        self.notes.append(self.note() if callable(self.note) else None)
         self.last = now
         for check in list(self.checks):
             check(now)
@@ -126,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=8192)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--shot", type=Path, help="save the window as this PNG")
+    parser.add_argument(
+        "--gaps", type=float, metavar="MS", help="list each gap over MS ms during the pass"
+    )
     args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="attn-bench-model-view-")
     os.environ["ATTN_EXPLORER_SETTINGS_DIR"] = str(Path(folder) / "settings")
@@ -177,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     # -- the long pass, as the dock runs it --------------------------------------------
     load = os.getloadavg()
     view.set_sentence(text)
+    passes = view.passes
+    probe.note = lambda: (passes.layers_drawn, passes.redraws, view.result.long is not None)
     start = time.perf_counter()
     view.compute_now()
     first = wait_for(app, probe, lambda: view.passes.layers_drawn >= 1, 1800)
@@ -186,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     app.processEvents()  # the result's grid drawn
     shown_at = time.perf_counter()
     pass_stall = probe.longest(start, shown_at)
+    if args.gaps is not None:  # (layers drawn, redraws, result arrived) as the gap ended
+        for (now, gap), note in zip(probe.gaps, probe.notes, strict=True):
+            if start < now <= shown_at + 1 and gap * 1e3 > args.gaps:
+                print(f"gap {gap * 1e3:5.0f} ms ending at {now - start:6.2f} s: {note}")
     tokens = len(view.result.tokens)
     redraws = view.passes.redraws
 

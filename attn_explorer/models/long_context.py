@@ -59,7 +59,16 @@ def long_attention(
     stats = LongStats(c.num_layers, c.num_heads, t, np.array(ids, dtype=np.int64), marks)
     if (watch := PASS_WATCH.get()) is not None:
         watch(stats)
-    run = model.forward(np.array(ids), long=stats, progress=progress, should_stop=should_stop)
+
+    def paced(fraction: float, text: str) -> None:  # after each layer: the view draws it
+        stats.pause()
+        try:
+            if progress is not None:
+                progress(fraction, text)
+        finally:
+            stats.rest()
+
+    run = model.forward(np.array(ids), long=stats, progress=paced, should_stop=should_stop)
     assert run.query is not None and run.key is not None and run.value is not None
     assert run.hidden_states is not None
     keys = [model.layer_keys(index) for index in range(c.num_layers)]

@@ -102,10 +102,12 @@ class PassWatch:
     whose previews the pass never writes again.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, paced: bool = False) -> None:
         self.stats: LongStats | None = None
+        self.paced = paced  # the pass waits at each layer's end for the view's redraw
 
     def see(self, stats: LongStats) -> None:
+        stats.paced = self.paced
         self.stats = stats
 
     def layers_done(self, fraction: float) -> int:

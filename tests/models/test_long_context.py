@@ -234,3 +234,49 @@ def test_a_held_pass_waits_at_its_next_fold_until_released(monkeypatch):
     start = time.monotonic()
     stats.fold(0, 4, raw.copy(), weights, LayerKeys(scale=1.0))
     assert 0.04 <= time.monotonic() - start < 2
+
+
+def test_a_paced_pass_rests_at_each_layer_end_until_its_view_has_drawn(model, ids, monkeypatch):
+    """A view that draws each layer (PassWatch(paced=True)) gets every layer's progress
+    while the pass is held, and the pass goes on only once the view releases it; an
+    unwatched pass never rests."""
+    import threading
+    import time
+
+    from attn_explorer.models.long_context import PASS_WATCH
+    from attn_explorer.models.session import PassWatch
+
+    monkeypatch.setattr(long_pass, "MAX_RECORD_BYTES", 0)
+    text = model.tokenizer.decode(ids)
+    watch, heard, quiet = PassWatch(paced=True), [], []
+
+    def progress(fraction, _text):  # the worker's side: what the view is told, and when
+        stats = watch.stats
+        heard.append((fraction, stats.paced, stats._gate.is_set()))
+
+        def drawn():  # the view draws while the pass rests, then lets it go
+            quiet.append(stats.quiet)
+            stats.release()
+
+        threading.Timer(0.15, drawn).start()
+
+    token = PASS_WATCH.set(watch.see)
+    try:
+        start = time.monotonic()
+        model.attention(text, progress=progress)
+        took = time.monotonic() - start
+    finally:
+        PASS_WATCH.reset(token)
+    assert heard == [(0.5, True, False), (1.0, True, False)]  # held while it is told
+    assert quiet == [True, True] and took >= 0.3  # each layer rested until its release
+
+    monkeypatch.setattr(long_stats, "HOLD_S", 0.05)
+    stats = LongStats(1, 2, 8, np.arange(8), (np.zeros(0, int),) * 2)
+    stats.pause()  # not paced: neither holds
+    assert stats._gate.is_set() and (stats.rest() is None)
+    stats.paced = True
+    stats.pause()
+    assert not stats._gate.is_set() and not stats.quiet
+    start = time.monotonic()
+    stats.rest()  # nobody releases: on after HOLD_S, and the next folds do not wait
+    assert 0.04 <= time.monotonic() - start < 2 and stats._gate.is_set()

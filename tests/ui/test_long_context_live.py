@@ -13,7 +13,7 @@ import pytest
 
 from attn_explorer.compute import Cancelled
 from attn_explorer.models import discovery, session
-from attn_explorer.models.decoder import llama, long_pass
+from attn_explorer.models.decoder import llama, long_pass, long_stats
 from attn_explorer.models.decoder.long_pass import HeadStack
 from attn_explorer.models.session import DETAIL_PIXELS
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
@@ -247,22 +247,26 @@ def test_a_redraw_holds_the_pass_while_the_grid_is_painted(qtbot, view, hold, mo
     and lets the cores go: the grid is set and painted without queueing for the GIL."""
     from attn_explorer.ui.model.model_grid import ThumbnailGrid
 
-    seen = []
+    seen, quiet = [], []  # quiet: no core computed the pass (it rested at the layer's end)
     real_paint = ThumbnailGrid.repaint_now
 
     def paint(grid, layers=None):
         stats = view.passes._stats
         seen.append(("paint", stats is not None and not stats._gate.is_set()))
+        quiet.append(stats is not None and stats.quiet)
         real_paint(grid, layers)
 
     monkeypatch.setattr(ThumbnailGrid, "repaint_now", paint)
+    # a real layer takes seconds; the tiny model's first ends before the view has even
+    # shown the pass's start: the pass rests for the view's draw as long as it needs here
+    monkeypatch.setattr(long_stats, "HOLD_S", 10.0)
     hold.arm(at=1)
     view.set_sentence(OTHER)
     view.compute_now()
-    assert hold.reached.wait(20)
+    qtbot.waitUntil(hold.reached.is_set, timeout=20_000)  # the event loop runs meanwhile
     qtbot.waitUntil(lambda: view.passes.layers_drawn == 1, timeout=10_000)
     stats = view.passes._stats
-    assert seen == [("paint", True)]  # painted while held
+    assert seen == [("paint", True)] and quiet == [True]  # painted while held, cores idle
     qtbot.waitUntil(stats._gate.is_set, timeout=2_000)  # and released after (RELEASE_MS)
     hold.release()
     qtbot.waitUntil(lambda: view.result.long is stats and not view.busy, timeout=20_000)

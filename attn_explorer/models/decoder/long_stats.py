@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attn_explorer.compute.softmax import WORKERS
 from attn_explorer.models.decoder.long_pass import (
     LayerKeys,
     hidden_cells,
@@ -25,7 +26,8 @@ from attn_explorer.models.decoder.long_pass import (
 
 #: Index pairs kept for the duplicate / induction scores before they are read densely.
 MAX_PAIRS = 1 << 22
-#: Longest a core waits at :meth:`LongStats.fold` while the view holds the pass.
+#: Longest a core waits at :meth:`LongStats.fold` (or the pass at a layer's end, when
+#: paced) while the view holds the pass.
 HOLD_S = 0.25
 
 
@@ -64,6 +66,10 @@ class LongStats:
     _defined: dict[str, int] | None = field(init=False, default=None)  # of the ids alone
     _gate: threading.Event = field(init=False, default_factory=_open_gate, repr=False)
     _parked: int = field(init=False, default=0, repr=False)  # cores waiting at the gate
+    #: Set by a view that draws each finished layer: the pass waits at each layer's end
+    #: until the view has drawn it (see :meth:`rest`).
+    paced: bool = field(init=False, default=False)
+    _resting: bool = field(init=False, default=False, repr=False)  # waiting at a layer's end
 
     def __post_init__(self) -> None:
         self.block = preview_block(self.tokens)
@@ -92,6 +98,30 @@ class LongStats:
     def parked(self) -> int:
         """How many cores wait at the gate now (see :meth:`hold`)."""
         return self._parked
+
+    @property
+    def quiet(self) -> bool:
+        """True when no core computes the pass: each waits at a fold, or the pass rests at
+        a layer's end (:meth:`rest`). A view draws uncontended then."""
+        return self._resting or self._parked >= WORKERS
+
+    def pause(self) -> None:
+        """A layer has ended (before its progress is reported): when :attr:`paced`, hold
+        the pass, so that :meth:`rest` waits for the view's redraw of that layer."""
+        if self.paced:
+            self._gate.clear()
+
+    def rest(self) -> None:
+        """When :attr:`paced`, wait at the layer's end until the view releases the pass
+        (at most HOLD_S). Each layer's redraw then runs while no core computes: mid-layer
+        even the BLAS of the projections slowed a 15-ms redraw and paint to 60-100 ms."""
+        if self.paced and not self._gate.is_set():
+            self._resting = True
+            try:
+                if not self._gate.wait(HOLD_S):  # nobody drew it: the next folds need not wait
+                    self._gate.set()
+            finally:
+                self._resting = False
 
     def release(self) -> None:
         """The cores go on (see :meth:`hold`)."""

@@ -25,7 +25,6 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QStackedWidget, QWidget
 
-from attn_explorer.compute.softmax import WORKERS
 from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.requests import AttentionRequest
 from attn_explorer.models.session import ModelSession, PassWatch, layer_previews
@@ -143,7 +142,7 @@ class PassPreviews(QObject):
 
         Returns an event set when the job has returned (whatever its outcome).
         """
-        session, done, watch = self._session, threading.Event(), PassWatch()
+        session, done, watch = self._session, threading.Event(), PassWatch(paced=True)
 
         def job(progress: Callable[[float, str], None], should_stop: Callable[[], bool]) -> object:
             try:
@@ -187,22 +186,27 @@ class PassPreviews(QObject):
         watch = self._watch
         if watch is None or watch.stats is None:
             return  # not a long pass (or not this job's)
-        if watch.stats is not self._stats:  # the pass's first layer: its grid, blank
-            self._stats = stats = watch.stats
+        stats = watch.stats
+        if stats is not self._stats:  # the pass's first layer: its grid, blank
+            self._stats = stats
             if self._grid.shape != (stats.layers, stats.heads):
                 self._grid.build(stats.layers, stats.heads)
                 self._grid.set_groups(None)  # the result brings the bands and layer kinds
                 self._grid.set_layer_kinds((), 0)
             self._pages.setCurrentIndex(1)
             self._drawn, self._extremes = 0, (math.inf, -math.inf)
+            self._last = -math.inf  # its first layer drawn at once, while the pass rests
             # the grid is blanked by the first draw, once the pass is held: blanking 270
             # thumbnails now would paint them while two cores contend for the GIL (124 ms)
         self._done = watch.layers_done(fraction)
         wait = MIN_REDRAW_MS / 1e3 - (time.monotonic() - self._last)
-        if wait <= 0:
+        if wait <= 0:  # now, while the pass rests at the layer's end (LongStats.rest)
             self._draw()
-        elif not self._timer.isActive():
+            return
+        if not self._timer.isActive():
             self._timer.start(math.ceil(wait * 1e3))
+        if not self._parking.isActive() and all(held is not stats for held in self._held):
+            stats.release()  # drawn later, by the timer: the pass need not rest for it
 
     def _draw(self) -> None:
         """Hold the pass, then draw once its cores have parked (or PARK_WAIT_MS passed).
@@ -223,7 +227,7 @@ class PassPreviews(QObject):
             self._parking.stop()
             return
         waited = (time.monotonic() - self._park_start) * 1e3
-        if stats.parked < WORKERS and waited < PARK_WAIT_MS:
+        if not stats.quiet and waited < PARK_WAIT_MS:
             return  # the event loop runs meanwhile: no stall
         self._parking.stop()
         self._draw_now(stats)

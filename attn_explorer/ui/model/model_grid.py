@@ -9,6 +9,7 @@ labels brackets each group: "KV 1" spans the query heads that read KV head 1.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -25,11 +26,9 @@ from attn_explorer.models.session import Head
 from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.graphics import retire
 
-#: Thumbnail side in pixels: cells grow to fill the grid's area within these bounds; when
-#: even the smallest do not fit, the grid scrolls.
+#: Thumbnail side in pixels: cells grow to fill the grid within these; else it scrolls.
 MIN_CELL_PX, MAX_CELL_PX = 14, 160
-#: Gap between thumbnails, the width of the "layer n" column and the height of the
-#: "head n" row, in pixels.
+#: Gap between thumbnails, width of the "layer n" column, height of the "head n" row (px).
 CELL_GAP_PX, ROW_LABEL_PX, HEAD_LABEL_PX = 4, 56, 30
 #: Height of the "KV n" band under the head labels (only when query heads share keys).
 GROUP_BAND_PX = 18
@@ -52,8 +51,10 @@ def color_map(name: str) -> pg.ColorMap:
     return pg.ColorMap(np.linspace(0.0, 1.0, len(table)), table)
 
 
-def _short(token: str) -> str:
-    return token if len(token) <= MAX_TOKEN_CHARS else token[: MAX_TOKEN_CHARS - 1] + "…"
+@functools.lru_cache(maxsize=4)  # one text's, for both axes of each view (8 192: 11 ms each)
+def _ticks(tokens: tuple[str, ...]) -> tuple[list[tuple[float, str]], frozenset[str]]:
+    cut = [t if len(t) <= MAX_TOKEN_CHARS else t[: MAX_TOKEN_CHARS - 1] + "…" for t in tokens]
+    return [(i + 0.5, label) for i, label in enumerate(cut)], frozenset(cut)
 
 
 TextSpec = tuple[QRectF, object, str]  # (rectangle, alignment flags, text), as pyqtgraph draws
@@ -78,11 +79,11 @@ class TokenAxis(pg.AxisItem):
 
     def set_tokens(self, tokens: list[str]) -> None:
         """Tick every token (cell centres i + 0.5); long tokens are cut to ``MAX_TOKEN_CHARS``."""
-        labels = [_short(token) for token in tokens]
-        self.setTicks([[(i + 0.5, label) for i, label in enumerate(labels)]])
+        ticks, labels = _ticks(tuple(tokens))
+        self.setTicks([ticks])  # (shared, never changed in place)
         if self._upright:  # as tall as the longest label, plus tick and axis title
             metrics = QFontMetrics(self.style["tickFont"] or self.font())
-            longest = max(map(metrics.horizontalAdvance, set(labels)), default=0)
+            longest = max(map(metrics.horizontalAdvance, labels), default=0)
             title = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
             self.setHeight(int(longest + self._text_offset() + title + 2))
 
