@@ -57,6 +57,8 @@ def long_attention(
         np.flatnonzero([tok == "[SEP]" for tok in tokens]),
     )
     stats = LongStats(c.num_layers, c.num_heads, t, np.array(ids, dtype=np.int64), marks)
+    stats.kv_heads, stats.layer_kinds = model.kv_heads.copy(), c.layer_kinds
+    stats.window = c.sliding_window
     if (watch := PASS_WATCH.get()) is not None:
         watch(stats)
 

@@ -266,11 +266,15 @@ def test_a_redraw_holds_the_pass_while_the_grid_is_painted(qtbot, view, hold, mo
     qtbot.waitUntil(hold.reached.is_set, timeout=20_000)  # the event loop runs meanwhile
     qtbot.waitUntil(lambda: view.passes.layers_drawn == 1, timeout=10_000)
     stats = view.passes._stats
+    # the result's key/value bands from the pass's first draw: no new layout when it arrives
+    np.testing.assert_array_equal(view.grid.kv_heads, [0, 0, 1, 1])
+    top = view.grid.viewportMargins().top()
     assert seen == [("paint", True)] and quiet == [True]  # painted while held, cores idle
     qtbot.waitUntil(stats._gate.is_set, timeout=2_000)  # and released after (RELEASE_MS)
     hold.release()
     qtbot.waitUntil(lambda: view.result.long is stats and not view.busy, timeout=20_000)
     assert stats._gate.is_set() and all(held for _, held in seen)
+    assert view.grid.viewportMargins().top() == top
 
 
 def test_the_grid_fills_from_the_start_page_on_a_first_long_pass(qtbot, model_path, hold):

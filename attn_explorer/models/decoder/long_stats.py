@@ -69,6 +69,11 @@ class LongStats:
     #: Set by a view that draws each finished layer: the pass waits at each layer's end
     #: until the view has drawn it (see :meth:`rest`).
     paced: bool = field(init=False, default=False)
+    #: The query heads' key/value heads (H,) and each layer's kind and the local window,
+    #: as the result will have them: the view's grid shows its bands from the first draw.
+    kv_heads: np.ndarray | None = field(init=False, default=None)
+    layer_kinds: tuple[str, ...] = field(init=False, default=())
+    window: int = field(init=False, default=0)
     _resting: bool = field(init=False, default=False, repr=False)  # waiting at a layer's end
 
     def __post_init__(self) -> None:

@@ -191,8 +191,10 @@ class PassPreviews(QObject):
             self._stats = stats
             if self._grid.shape != (stats.layers, stats.heads):
                 self._grid.build(stats.layers, stats.heads)
-                self._grid.set_groups(None)  # the result brings the bands and layer kinds
-                self._grid.set_layer_kinds((), 0)
+            # the result's bands and layer kinds now: their arrival re-laid out the grid and
+            # repainted all 270 thumbnails in the result's event-loop turn
+            self._grid.set_groups(stats.kv_heads)
+            self._grid.set_layer_kinds(stats.layer_kinds, stats.window)
             self._pages.setCurrentIndex(1)
             self._drawn, self._extremes = 0, (math.inf, -math.inf)
             self._last = -math.inf  # its first layer drawn at once, while the pass rests

@@ -171,8 +171,7 @@ class TokenAxis(pg.AxisItem):
 class HeatmapItem(pg.ImageItem):
     """An attention heatmap that reports a left click and the hovered (query i, key j).
 
-    ``head`` is the (layer, head) it shows, or None for the enlarged head, whose
-    (layer, head) is whatever is selected.
+    ``head`` is the (layer, head) it shows, or None for the enlarged (the selected) head.
     """
 
     def __init__(
@@ -202,8 +201,7 @@ class HeatmapItem(pg.ImageItem):
 class GridHeader(QWidget):
     """The "head n" row or the "layer n" column of the thumbnail grid: it stays in view.
 
-    Painted in the scroll area's margin and shifted with the thumbnails as they scroll;
-    the selected head's row and column are bold.
+    Painted in the scroll area's margin, shifted with the thumbnails; the selected bold.
     """
 
     def __init__(self, grid: ThumbnailGrid, columns: bool) -> None:
@@ -283,9 +281,8 @@ class GridHeader(QWidget):
 class ThumbnailGrid(QScrollArea):
     """Layers × heads thumbnails, square, in rows "layer n" and columns "head n".
 
-    The cells grow to fill the visible area (between ``MIN_CELL_PX`` and
-    ``MAX_CELL_PX``); when even the smallest cells do not fit, the grid scrolls under
-    its row and column labels, which stay in view.
+    The cells grow to fill the visible area (``MIN_CELL_PX`` to ``MAX_CELL_PX``); when
+    even the smallest do not fit, the grid scrolls under its labels, which stay in view.
     """
 
     def __init__(
@@ -332,7 +329,10 @@ class ThumbnailGrid(QScrollArea):
     def set_groups(self, kv_heads: np.ndarray | None) -> None:
         """Bracket the query heads that share a key/value head (None: no bands)."""
         shared = kv_heads is not None and len(np.unique(kv_heads)) < len(kv_heads)
-        self.kv_heads = np.asarray(kv_heads) if shared else None
+        groups, old = (np.asarray(kv_heads) if shared else None), self.kv_heads
+        if old is None if groups is None else old is not None and np.array_equal(groups, old):
+            return  # the same bands: no new layout (a long pass's result keeps its own)
+        self.kv_heads = groups
         self.setViewportMargins(ROW_LABEL_PX, self.header_height, 0, 0)
         self._place_headers()
         self._fit()
@@ -368,6 +368,7 @@ class ThumbnailGrid(QScrollArea):
                 box.addItem(item)
                 self.thumbnails[(layer, head)] = (box, item)
         self.shape = (n_layers, n_heads)
+        self._place_headers()
         self._fit()
 
     def set_images(
@@ -419,8 +420,7 @@ class ThumbnailGrid(QScrollArea):
         self.canvas.viewport().repaint(region)
 
     def set_pending(self, first: int | None) -> None:
-        """A long pass is on layer ``first`` (from 0): it and the later rows blank, its label
-        marked; None: every row is drawn (nothing pending)."""
+        """A long pass's layer ``first`` (from 0), marked, and later rows blank; None: none."""
         self.pending = first
         if first is not None:
             for (layer, _), (_, item) in self.thumbnails.items():
