@@ -269,6 +269,15 @@ def test_a_redraw_holds_the_pass_while_the_grid_is_painted(qtbot, view, hold, mo
     # the result's key/value bands from the pass's first draw: no new layout when it arrives
     np.testing.assert_array_equal(view.grid.kv_heads, [0, 0, 1, 1])
     top = view.grid.viewportMargins().top()
+    from PySide6.QtGui import QFontMetrics
+
+    from attn_explorer.ui.model.model_grid import ROW_LABEL_PX
+
+    rows = view.grid._layer_header  # "layer 2" over "computing": both fit the labels' column
+    words = [word for text in rows.texts() for word in text.split("\n")]
+    assert LAYER_COMPUTING in words
+    metrics = QFontMetrics(rows.label_font())
+    assert max(map(metrics.horizontalAdvance, words)) <= ROW_LABEL_PX - 6
     assert seen == [("paint", True)] and quiet == [True]  # painted while held, cores idle
     qtbot.waitUntil(stats._gate.is_set, timeout=2_000)  # and released after (RELEASE_MS)
     hold.release()

@@ -226,13 +226,14 @@ class GridHeader(QWidget):
         return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
 
     def label_font(self) -> QFont:
-        """The widget's font; in narrow columns smaller, so that "head" fits its cell."""
-        font = QFont(self.font())
-        if not self._columns or self._grid.cell >= ONE_LINE_HEAD_PX:
+        """The widget's font, smaller where a word would not fit ("head", "computing")."""
+        font, columns = QFont(self.font()), self._columns
+        if columns and self._grid.cell >= ONE_LINE_HEAD_PX:
             return font
-        font.setPointSizeF(font.pointSizeF() * 0.85)
-        room = self._grid.cell + CELL_GAP_PX - 2
-        while font.pointSizeF() > 5 and QFontMetrics(font).horizontalAdvance("head") > room:
+        ws = ["head"] if columns else "\n".join(self.texts()).split("\n")
+        room = self._grid.cell + CELL_GAP_PX - 2 if columns else ROW_LABEL_PX - 6
+        font.setPointSizeF(font.pointSizeF() * (0.85 if columns else 1))
+        while font.pointSizeF() > 5 and max(map(QFontMetrics(font).horizontalAdvance, ws)) > room:
             font.setPointSizeF(font.pointSizeF() - 0.5)
         return font
 
@@ -362,8 +363,7 @@ class ThumbnailGrid(QScrollArea):
                 box.setMouseEnabled(False, False)
                 box.setMenuEnabled(False)
                 item = HeatmapItem((layer, head), self._clicked, self._hovered)
-                # kept as a pixmap until its image changes: a repaint of 270 (a layer drawn
-                # mid-pass, a scroll) calls no Python paint()s, which wait for the GIL mid-pass
+                # a pixmap until its image changes: repainting 270 calls no Python paint()s
                 item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
                 box.addItem(item)
                 self.thumbnails[(layer, head)] = (box, item)
