@@ -207,7 +207,7 @@ class PassPreviews(QObject):
             return
         if not self._timer.isActive():
             self._timer.start(math.ceil(wait * 1e3))
-        if not self._parking.isActive() and all(held is not stats for held in self._held):
+        if not self._parking.isActive() and not self._holds(stats):
             stats.release()  # drawn later, by the timer: the pass need not rest for it
 
     def _draw(self) -> None:
@@ -253,8 +253,12 @@ class PassPreviews(QObject):
         # one (AttributeError on a str, then signal 11).
         if self._held:
             stats = self._held.pop(0)
-            if all(held is not stats for held in self._held):  # no later draw still holds it
+            if not self._holds(stats):  # no later draw still holds it
                 stats.release()
+
+    def _holds(self, stats: LongStats) -> bool:
+        """True while a draw holds ``stats`` (compared by identity: LongStats holds arrays)."""
+        return any(held is stats for held in self._held)
 
     def _draw_layers(self, stats: LongStats) -> None:
         scores = self._session.show_scores
