@@ -183,6 +183,19 @@ def _model_text(args: argparse.Namespace) -> str:
         ) from None
 
 
+def model_message(error: ValueError, args: argparse.Namespace) -> str:
+    """A refusal of --model's run in the command line's words: the flag the user gave
+    (``--text`` or ``--text-file``, ``--layer``, ``--stage``…) and what to type instead;
+    a model file's own fault names --model and the file."""
+    from attn_explorer.models.errors import Refusal, phrase
+
+    refusal = error if isinstance(error, Refusal) else Refusal(str(error))
+    if not refusal.what:
+        return f"--model: {error}"  # names the file, and the key or tensor in it
+    names = {"text": "--text-file" if args.text_file is not None else "--text"}
+    return phrase(refusal, "cli", names)
+
+
 def _head_export(args: argparse.Namespace, text: str) -> list[Path]:
     """--layer L --head H: one head of one layer as one .npz."""
     from attn_explorer.cli.model_export import run_head_export
@@ -201,7 +214,7 @@ def _head_export(args: argparse.Namespace, text: str) -> list[Path]:
             fmt=fmt,
         )
     except ValueError as exc:
-        raise ExportCommandError(f"--model: {exc}") from None
+        raise ExportCommandError(model_message(exc, args)) from None
     except OSError as exc:
         from attn_explorer.state.storage.safe_files import os_error_reason
 
@@ -232,7 +245,7 @@ def _model_export(args: argparse.Namespace) -> list[Path]:
             )
         )
     except ValueError as exc:  # ModelError, TextError and a bad format
-        raise ExportCommandError(f"--model: {exc}") from None
+        raise ExportCommandError(model_message(exc, args)) from None
     except OSError as exc:
         from attn_explorer.state.storage.safe_files import os_error_reason
 
