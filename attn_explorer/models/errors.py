@@ -57,8 +57,21 @@ ENTRY_NAMES: dict[str, dict[str, str]] = {
 
 #: Every name a refusal's ``what`` may take (read back from a one-sentence message).
 API_NAMES = frozenset(
-    ("text", "text_pair", "prompt", "max_new_tokens", "model", "layer", "head", "stage")
-    + ("format", "values", "strategy", "input_ids", "sampling")
+    [
+        "text",
+        "text_pair",
+        "prompt",
+        "max_new_tokens",
+        "model",
+        "layer",
+        "head",
+        "stage",
+        "format",
+        "values",
+        "strategy",
+        "input_ids",
+        "sampling",
+    ]
 )
 
 
