@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from attn_explorer.cli.console import UserError, check_output_path
+from attn_explorer.cli.console import UserError, check_output_path, model_refusal
 from attn_explorer.compute import STAGES
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.storage.export import EXPORT_FORMATS
@@ -184,16 +184,8 @@ def _model_text(args: argparse.Namespace) -> str:
 
 
 def model_message(error: ValueError, args: argparse.Namespace) -> str:
-    """A refusal of --model's run in the command line's words: the flag the user gave
-    (``--text`` or ``--text-file``, ``--layer``, ``--stage``…) and what to type instead;
-    a model file's own fault names --model and the file."""
-    from attn_explorer.models.errors import Refusal, phrase
-
-    refusal = error if isinstance(error, Refusal) else Refusal(str(error))
-    if not refusal.what:
-        return f"--model: {error}"  # names the file, and the key or tensor in it
-    names = {"text": "--text-file" if args.text_file is not None else "--text"}
-    return phrase(refusal, "cli", names)
+    """A refusal of --model's run naming the flag that gave the text (``console.model_refusal``)."""
+    return model_refusal(error, "--text-file" if args.text_file is not None else "--text")
 
 
 def _head_export(args: argparse.Namespace, text: str) -> list[Path]:

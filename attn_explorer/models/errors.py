@@ -47,7 +47,7 @@ ENTRY_NAMES: dict[str, dict[str, str]] = {
     "window": {
         "text": "Sentence",
         "text_pair": "Second sentence",
-        "prompt": "Prompt",
+        "prompt": "Sentence",  # the Generate tab continues what the Sentence box holds
         "max_new_tokens": "Most new tokens",
         "model": "Model",
         "layer": "Layer",
