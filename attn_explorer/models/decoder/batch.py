@@ -28,7 +28,7 @@ from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.decoder.long_pass import MAX_RECORD_BYTES
 from attn_explorer.models.decoder.ops import ACTIVATIONS, apply_rope, rms_norm, softcap, window_keep
-from attn_explorer.models.serial import one_call_at_a_time
+from attn_explorer.models.formats.serial import one_call_at_a_time
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ from attn_explorer.models.errors import ModelError, TextError, check_text
 from attn_explorer.models.formats.dequantize import file_type_name, quantization_mix
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import metadata_value
+from attn_explorer.models.formats.serial import OneCallAtATime, one_call_at_a_time
 from attn_explorer.models.results import ModelAttention
-from attn_explorer.models.serial import OneCallAtATime, one_call_at_a_time
 
 #: Tokens that end a turn, when the vocabulary has them (besides its eos token).
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<end_of_turn>")

@@ -31,8 +31,8 @@ from attn_explorer.models.encoder.tokenizer import Encoding, WordPieceTokenizer
 from attn_explorer.models.errors import ModelError, check_text
 from attn_explorer.models.formats.config import BertConfig, read_config, read_tokenizer_config
 from attn_explorer.models.formats.safetensors import SafetensorsFile
+from attn_explorer.models.formats.serial import OneCallAtATime, one_call_at_a_time
 from attn_explorer.models.results import ForwardResult, ModelAttention
-from attn_explorer.models.serial import OneCallAtATime, one_call_at_a_time
 
 WEIGHTS_FILE = "model.safetensors"
 

@@ -25,6 +25,9 @@ state from several threads, and leaves the shared caches and the memory check ra
 (``generate`` calls ``forward``), and a caller waiting for it still hears its
 ``should_stop``: a stop request while queued raises ``Cancelled`` without waiting for
 the other thread's call to end.
+
+It sits in ``formats``, the floor both model families (``decoder``, ``encoder``) already
+stand on, so neither family imports the other.
 """
 
 from __future__ import annotations
