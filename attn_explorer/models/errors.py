@@ -4,7 +4,8 @@ A refusal is a :class:`Refusal` (a ``ValueError``, so existing ``except ValueErr
 handlers keep working) carrying structured fields:
 
 - ``what``: the thing the user gave, by the Python API's name for it — an argument
-  (``text``, ``text_pair``, ``prompt``, ``max_new_tokens``, ``layer``, ``head``, ``stage``)
+  (``text``, ``text_pair``, ``prompt``, ``max_new_tokens``, ``layer``, ``head``, ``stage``,
+  the explorer's ``query``, ``key``, ``value``)
   or ``model`` for the model file or folder (whose path, key or tensor is then named in
   ``problem``);
 - ``problem``: what is wrong with it, with its ``value`` and what was ``expected``;
@@ -35,6 +36,8 @@ ENTRY_POINTS = ("api", "cli", "window")
 ENTRY_NAMES: dict[str, dict[str, str]] = {
     "api": {},
     "cli": {
+        "query": "--query",
+        "key": "--key",
         "text": "--text",
         "text_pair": "--text-pair",
         "model": "--model",
@@ -71,6 +74,9 @@ API_NAMES = frozenset(
         "strategy",
         "input_ids",
         "sampling",
+        "query",
+        "key",
+        "value",
     ]
 )
 

@@ -154,3 +154,21 @@ def test_a_second_text_without_tokens_names_text_pair(capsys, models, tmp_path):
     assert message == (
         "--text-pair: the second text has no tokens; type some words or leave it out."
     )
+
+
+# -- the scores command: its matrices are --query and --key -----------------------------------
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("[[1, 2], [3]]", "--query: rows of 1 and 2 values; give every row the same number of "
+         "values, like [[1, 0], [0, 1]]"),
+        ('[[1, "x"]]', '--query: "x" is not a number; give numbers only, like [[1, 0], [0, 1]]'),
+        ("[[true, 2]]", "--query: true and false are booleans, not numbers; give numbers only"),
+        ("[[1e300, 2]]", "--query: entry [0, 0] is 1e+300, over the limit of ±1e+15 "
+         "(MAX_ABS_VALUE): larger values overflow the scores; use smaller numbers."),
+    ],
+)  # fmt: skip
+def test_scores_names_the_query_flag_never_numpys_words(capsys, query, message):
+    assert main(["scores", "--query", query]) == 2
+    err = capsys.readouterr().err
+    assert err == f"attn-explorer scores: error: {message}\n"
