@@ -10,7 +10,8 @@ handlers keep working) carrying structured fields:
   ``problem``);
 - ``problem``: what is wrong with it, with its ``value`` and what was ``expected``;
 - ``hint``: what to do, in the API's words; ``hints`` the same for another entry point
-  when its words differ (the CLI's ``--layer L --head H`` for the API's ``stack[layer, head]``).
+  when its words differ (the CLI's ``--layer L --head H`` where the API says
+  ``run_head_export(layer=, head=)``).
 
 ``str(error)`` is the API's sentence, ``<what>: <problem>; <hint>.``; :func:`phrase` gives
 the sentence for the CLI (``--text-file: …``, ``--model: …``) or the window (``Sentence: …``),
@@ -19,9 +20,10 @@ from one sentence in the API's words (``TextError("text: the text is empty; type
 one word.")``, as most of the models code writes them) is read back into the same fields:
 its ``what`` is the name before the first ``": "`` when that is an API name.
 
-The two kinds: :class:`ModelError` (a model file or folder cannot be used) and
+The kinds: :class:`ModelError` (a model file or folder cannot be used) and
 :class:`TextError` (the text is unusable: not text, empty, too long, a second text a
-decoder cannot read). :class:`LimitError` is a text or a request over a size limit.
+decoder cannot read), of which :class:`LimitError` is a text or a request over a size
+limit. A refusal keeps its fields through pickling (a worker process to its parent).
 """
 
 from __future__ import annotations
