@@ -21,6 +21,11 @@ one thread inside a call instead measured 1.65× the sequential calls on an idle
 two-core machine (one core per matmul is slower than two there), changes process-wide
 state from several threads, and leaves the shared caches and the memory check racing.
 
+What serializing does not fix: on cores busy with other programs, OpenBLAS's spinning pool
+makes every call slow, in turn or not (at load 8–10 here: 85 s in turn, 83 s from four
+threads, 147 s unserialized, 19 s unserialized on one BLAS thread). How many BLAS threads
+one call should use on a loaded machine is a separate question from the threads' ratio.
+
 :func:`one_call_at_a_time` wraps a model's public methods. The lock is re-entrant
 (``generate`` calls ``forward``), and a caller waiting for it still hears its
 ``should_stop``: a stop request while queued raises ``Cancelled`` without waiting for
