@@ -68,3 +68,16 @@ def test_tiled_bench_prints_its_five_tables():
     ):
         assert title in text
     assert "crossover (causal)" in text
+
+
+@pytest.mark.slow
+def test_threads_bench_prints_the_ratio_and_the_load():
+    text = run_script("bench/threads.py", "--quick", "--threads", "4")
+    assert "ratio threads / sequential:" in text
+    assert "cores:" in text and "load average:" in text
+    rows = [
+        line
+        for line in text.splitlines()
+        if "threads" in line and line.rstrip().endswith(("yes", "NO"))
+    ]
+    assert len(rows) == 3 and all(row.endswith("yes") for row in rows), text

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from attn_explorer.cli.console import model_refusal
+
 PROG = "attn-explorer analyze"
 #: Longest --text-file read (bytes): four bytes for each of the text limit's characters.
 MAX_TEXT_FILE_BYTES = 4 * 100_000
@@ -72,6 +74,7 @@ def _read_text(path: str) -> str:
 def _analyze(argv: Sequence[str]) -> Path:
     args = _parser().parse_args(list(argv))
     text = args.text if args.text is not None else _read_text(args.text_file)
+    text_flag = "--text" if args.text is not None else "--text-file"
     out = Path(args.json)
     if out.is_dir():
         raise AnalyzeCommandError(f"--json: {out} is a folder; give a file name")
@@ -84,13 +87,13 @@ def _analyze(argv: Sequence[str]) -> Path:
         check_text("text", text)  # before the model is loaded
         model = load_model(args.model)
     except ValueError as exc:  # ModelError, TextError
-        raise AnalyzeCommandError(f"--model: {exc}") from None
+        raise AnalyzeCommandError(model_refusal(exc, text_flag)) from None
     except OSError as exc:
         raise AnalyzeCommandError(f"--model: {args.model}: {os_error_reason(exc)}") from None
     try:
         report = analyze(model, text, ablation=not args.no_ablation)
     except ValueError as exc:  # TextError: empty, or too many tokens
-        raise AnalyzeCommandError(str(exc)) from None
+        raise AnalyzeCommandError(model_refusal(exc, text_flag)) from None
     data = json.dumps(report, ensure_ascii=False, allow_nan=False).encode("utf-8")
     try:
         return write_atomic(out, data)

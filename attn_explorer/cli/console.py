@@ -8,6 +8,10 @@
   quietly with status 141, as SIGPIPE would; a failed write (``>/dev/full``)
   is one line on stderr and exit 2; a closed stdout (``>&-``) is refused before
   any work, since nothing printed could be seen.
+* **A model's refusals name the flag the user typed** (:func:`model_refusal`):
+  ``--text-file: 1,201 tokens …; export one head with --layer L --head H``, never the
+  Python API's ``text:`` or ``stack[layer, head]``; a model file's own fault names
+  ``--model`` and the file, and the key or tensor in it.
 * **Paths the command line prints or creates are checked first**
   (:func:`check_output_path`): a name over the system's limits or one holding a
   newline or another control character (the output is one path per line) is one
@@ -156,3 +160,16 @@ def run_guarded(prog: str, run: Callable[[], int], needs_stdout: bool = True) ->
 def _error(prog: str, message: str) -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):
         print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+
+
+def model_refusal(error: ValueError, text_flag: str = "--text") -> str:
+    """``error``, raised by running ``--model`` on a text, in the command line's words:
+    the flag the user gave (``text_flag`` is ``--text`` or ``--text-file``; ``--text-pair``,
+    ``--layer``, ``--stage``…) and what to type instead; a model file's own fault (which
+    names the file) after ``--model:``."""
+    from attn_explorer.models.errors import Refusal
+
+    refusal = error if isinstance(error, Refusal) else Refusal(str(error))
+    if not refusal.what or refusal.what == "model":
+        return f"--model: {refusal.phrase('api')}"
+    return refusal.phrase("cli", {"text": text_flag})

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from attn_explorer.cli.console import UserError, check_output_path
+from attn_explorer.cli.console import UserError, check_output_path, model_refusal
 from attn_explorer.compute import STAGES
 from attn_explorer.state.presets import PRESETS
 from attn_explorer.state.storage.export import EXPORT_FORMATS
@@ -183,6 +183,11 @@ def _model_text(args: argparse.Namespace) -> str:
         ) from None
 
 
+def model_message(error: ValueError, args: argparse.Namespace) -> str:
+    """A refusal of --model's run naming the flag that gave the text (``console.model_refusal``)."""
+    return model_refusal(error, "--text-file" if args.text_file is not None else "--text")
+
+
 def _head_export(args: argparse.Namespace, text: str) -> list[Path]:
     """--layer L --head H: one head of one layer as one .npz."""
     from attn_explorer.cli.model_export import run_head_export
@@ -201,7 +206,7 @@ def _head_export(args: argparse.Namespace, text: str) -> list[Path]:
             fmt=fmt,
         )
     except ValueError as exc:
-        raise ExportCommandError(f"--model: {exc}") from None
+        raise ExportCommandError(model_message(exc, args)) from None
     except OSError as exc:
         from attn_explorer.state.storage.safe_files import os_error_reason
 
@@ -232,7 +237,7 @@ def _model_export(args: argparse.Namespace) -> list[Path]:
             )
         )
     except ValueError as exc:  # ModelError, TextError and a bad format
-        raise ExportCommandError(f"--model: {exc}") from None
+        raise ExportCommandError(model_message(exc, args)) from None
     except OSError as exc:
         from attn_explorer.state.storage.safe_files import os_error_reason
 

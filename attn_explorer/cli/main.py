@@ -84,7 +84,36 @@ def _parse_matrix(name: str, text: str) -> list[list[float]]:
         raise UserError(f"--{name}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise UserError(f"--{name}: not valid JSON (nested too deeply)") from None
+    _check_numbers(f"--{name}", value)
     return value
+
+
+def _check_numbers(flag: str, value: object) -> None:
+    """Refuse, in the command line's words, JSON that is not rows of numbers of one length
+    (numpy's own words for it named dtypes and "inhomogeneous shapes")."""
+    example = "[[1, 0], [0, 1]]"
+    level: list[object] = [value]
+    while level:
+        if any(isinstance(item, bool) for item in level):
+            raise UserError(f"{flag}: true and false are booleans, not numbers; give numbers only")
+        lists = [item for item in level if isinstance(item, list)]
+        if lists and len(lists) != len(level):
+            raise UserError(f"{flag}: a row mixes numbers and lists; give rows like {example}")
+        if not lists:
+            bad = next((item for item in level if not isinstance(item, (int, float))), None)
+            if bad is not None:
+                raise UserError(
+                    f"{flag}: {json.dumps(bad)[:40]} is not a number; give numbers only, "
+                    f"like {example}"
+                )
+            return
+        lengths = sorted({len(item) for item in lists})
+        if len(lengths) > 1:
+            raise UserError(
+                f"{flag}: rows of {' and '.join(map(str, lengths))} values; give every row the "
+                f"same number of values, like {example}"
+            )
+        level = [item for row in lists for item in row]
 
 
 def run_scores(argv: Sequence[str]) -> int:
@@ -119,8 +148,10 @@ def run_scores(argv: Sequence[str]) -> int:
             t = timings[name]
             print(f"{name} ({t.median * 1e6:.1f} µs median of {t.repeats}):")
             print("S = " + json.dumps(_plain(scores.tolist())))
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    except ValueError as exc:  # the compute layer names its arguments: --query, --key here
+        from attn_explorer.models.errors import phrase
+
+        raise UserError(phrase(exc, "cli")) from None
     return 0
 
 

@@ -21,8 +21,10 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attn_explorer.models.errors import check_text
-from attn_explorer.models.loading import load_model
+from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.decoder.long_pass import MAX_RECORD_BYTES
+from attn_explorer.models.errors import LimitError, Refusal, check_text
+from attn_explorer.models.loading import AnyModel, load_model
 from attn_explorer.models.results import ModelAttention
 from attn_explorer.models.session import shown_values
 from attn_explorer.state.storage.export import DEFAULT_WIDTH
@@ -127,17 +129,21 @@ def run_model_export(
 
     ``fmt`` is ``"npz"`` (arrays + tokens) or ``"png"`` (the model view; ``values``
     chooses weights or raw scores). Returns the paths written. Raises ``ModelError``
-    for a bad folder, ``TextError`` for bad text (both ``ValueError``), ``ValueError``
+    for a bad folder, ``TextError`` for bad text (both ``ValueError``; a decoder's text
+    too long to keep every head for an .npz is a ``LimitError`` before the pass), ``ValueError``
     for an unknown format and ``OSError`` when a file cannot be written (the
     previous file is then unchanged).
     """
     if fmt not in FORMATS:
-        raise ValueError(f"format: {fmt!r} is not one of {', '.join(FORMATS)} for a model export.")
+        raise Refusal("format", f"{fmt!r} is not one of {', '.join(FORMATS)} for a model export")
     if values not in ("weights", "scores"):
-        raise ValueError(f"values: {values!r}; choose 'weights' or 'scores'.")
+        raise Refusal("values", f"{values!r}", "choose 'weights' or 'scores'")
     check_text("text", text)  # before the model is loaded
     check_text("text_pair", text_pair, optional=True)
-    result = load_model(folder).attention(text, text_pair, strategy=strategy)
+    model = load_model(folder)
+    if fmt == "npz":
+        check_every_head_fits(model, text)  # before the pass, which would hold none of them
+    result = model.attention(text, text_pair, strategy=strategy)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{export_name(result)}.{fmt}"
@@ -146,6 +152,40 @@ def run_model_export(
     from attn_explorer.render.figure import render_png  # Qt only on the PNG path
 
     return [write_atomic(path, render_png(montage_figure(result, values), width))]
+
+
+def longest_full_text(layers: int, heads: int) -> int:
+    """Most tokens whose every head's (T × T) scores and weights one pass keeps."""
+    return int((MAX_RECORD_BYTES / (layers * heads * 8)) ** 0.5)
+
+
+def check_every_head_fits(model: AnyModel, text: str) -> None:
+    """LimitError, before any pass, when ``text`` is too long for a decoder to keep every
+    head's scores and weights (it then runs as a long pass, which keeps none of them):
+    the .npz of every head cannot be written, one head at a time can."""
+    if not isinstance(model, DecoderModel):
+        return  # an encoder truncates to its positions, far under the limit
+    tokens = len(model.tokenizer.encode(text))
+    if model.records_everything(tokens):
+        return
+    layers, heads = model.config.num_layers, model.config.num_heads
+    longest = longest_full_text(layers, heads)
+    size = layers * heads * tokens * tokens * 8  # scores and weights, float32
+    raise LimitError(
+        "text",
+        f"{tokens:,} tokens are too many to export every head: the scores and weights of "
+        f"{layers} layers × {heads} heads would take {size / 1e9:.1f} GB, over the "
+        f"{MAX_RECORD_BYTES / 1e9:.1f} GB one pass keeps (at most {longest:,} tokens)",
+        "export one head with run_head_export(layer=, head=), the montage with fmt='png', "
+        f"or a text of at most {longest:,} tokens",
+        value=tokens,
+        expected=longest,
+        hints={
+            "cli": f"export one head with --layer L --head H (L from 1 to {layers}, H from 1 "
+            f"to {heads}), every head as a picture with --format png, or a text of at most "
+            f"{longest:,} tokens",
+        },
+    )
 
 
 def read_text_file(path: str | Path) -> str:
@@ -162,6 +202,16 @@ def read_text_file(path: str | Path) -> str:
         ) from None
 
 
+def _check_stage(stage: str) -> None:
+    if stage not in HEAD_STAGES:
+        raise Refusal(
+            "stage",
+            f"one head exports as {' or '.join(HEAD_STAGES)}",
+            value=stage,
+            quote_value=True,
+        )
+
+
 def head_array(result: ModelAttention, layer: int, head: int, stage: str) -> np.ndarray:
     """One (T × T) float32 array of ``result``: ``stage`` of ``layer`` and ``head`` (from 1).
 
@@ -170,9 +220,10 @@ def head_array(result: ModelAttention, layer: int, head: int, stage: str) -> np.
     n_layers, n_heads = result.weights.shape[:2]
     for name, number, count in (("layer", layer, n_layers), ("head", head, n_heads)):
         if not 1 <= number <= count:
-            raise ValueError(f"--{name} {number}: the model has {name}s 1 to {count}")
-    if stage not in HEAD_STAGES:
-        raise ValueError(f"--stage {stage}: one head exports as {' or '.join(HEAD_STAGES)}")
+            raise Refusal(
+                name, f"the model has {name}s 1 to {count}", value=number, quote_value=True
+            )
+    _check_stage(stage)
     values = result.weights if stage == "weights" else result.scores
     array = np.array(values[layer - 1, head - 1], dtype=np.float32)  # (T, T), a copy
     if stage == "weights" and result.causal:
@@ -198,9 +249,8 @@ def run_head_export(
     format before anything is written, and OSError when the file cannot be written.
     """
     if fmt != "npz":
-        raise ValueError(f"format: one head exports as npz, not {fmt!r}")
-    if stage not in HEAD_STAGES:
-        raise ValueError(f"--stage {stage}: one head exports as {' or '.join(HEAD_STAGES)}")
+        raise Refusal("format", f"one head exports as npz, not {fmt!r}")
+    _check_stage(stage)
     check_text("text", text)
     result = load_model(folder).attention(text)
     array = head_array(result, layer, head, stage)

@@ -17,6 +17,7 @@ import numpy as np
 
 from attn_explorer.compute import Cancelled
 from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.errors import phrase
 from attn_explorer.models.requests import ModelCache, never_stop
 
 #: Why a generation ended, as the status line says it.
@@ -90,7 +91,8 @@ def generate_tokens(
 
     ``report`` hears a :class:`GenerationState` per new token (any thread: the caller
     carries it to the GUI). Raises ``Cancelled`` when ``should_stop()`` turns true, and
-    ``ValueError`` (with the next step) when the model is an encoder.
+    ``ValueError`` (with the next step) when the model is an encoder or the prompt is
+    refused, naming the window's field ("Prompt: …").
     """
     model = cache.get(request.folder)
     if not isinstance(model, DecoderModel):
@@ -98,6 +100,20 @@ def generate_tokens(
             f"{model.name or 'This model'} is an encoder (BERT): it reads, it does not "
             "write. Choose a .gguf decoder such as SmolLM2 to generate."
         )
+    try:
+        return _write(model, request, report, should_stop)
+    except ValueError as exc:  # in the window's words: "Prompt: …", "Most new tokens: …"
+        raise ValueError(phrase(exc, "window")) from None
+
+
+def _write(
+    model: DecoderModel,
+    request: GenerationRequest,
+    report: Callable[[GenerationState], None],
+    should_stop: Callable[[], bool],
+) -> GenerationState:
+    """Write the reply to ``request.prompt`` (the body of :func:`generate_tokens`); its
+    refusals are in the API's words, which the caller puts in the window's."""
     prompt = request.prompt
     if request.chat:
         prompt = model.chat_prompt(prompt)

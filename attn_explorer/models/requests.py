@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from attn_explorer.compute import LOOP_BUDGET, Cancelled, estimate_loop_seconds
 from attn_explorer.models.batch import batch_lines, run_batch
 from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.errors import phrase
 from attn_explorer.models.loading import AnyModel, load_model
 from attn_explorer.models.results import ModelAttention
 
@@ -125,4 +126,4 @@ def answer(
     except Cancelled:
         raise
     except Exception as exc:  # a bad folder, bad text, the loop budget, a broken file...
-        return RequestFailed(str(exc) or type(exc).__name__)
+        return RequestFailed(phrase(exc, "window"))  # the field's name: "Sentence: …"

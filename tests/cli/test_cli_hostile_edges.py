@@ -368,9 +368,9 @@ def test_text_that_is_not_utf8_is_one_line_for_the_decoder(tmp_path, tiny_gguf):
     argvs = [["export", "--model", str(tiny_gguf), "--text", text, "--out", str(out)]
              for text in NOT_UTF8]  # fmt: skip
     for outcome in run_many(argvs):
-        one_line(outcome, "--model: text: character", "not UTF-8")
+        one_line(outcome, "error: --text: character", "not UTF-8")  # the flag, not the API
     result = run(b"export", b"--model", bytes(tiny_gguf), b"--text", b"\xff", b"--out", bytes(out))
-    one_line_error(result, "--model: text: character 1 is the byte 0xFF, which is not UTF-8")
+    one_line_error(result, "--text: character 1 is the byte 0xFF, which is not UTF-8")
     assert not out.exists()
 
 

@@ -116,8 +116,13 @@ def test_probe_button_types_a_repeated_word_sequence(qtbot, view, tmp_path):
     seen = []
     panel.probeRequested.connect(seen.append)
     qtbot.mouseClick(panel.probe_button, Qt.MouseButton.LeftButton)
-    # the tiny byte-level vocabulary has too few whole words: one clear message, no crash
-    assert seen or "probe" in panel.status.text()
+    # the tiny byte-level vocabulary has too few whole words: one clear message naming the
+    # button and what to do (not the API's probe_text), no crash
+    assert not seen
+    status = panel.status.text()
+    assert status.startswith("Repeated tokens: no probe for this model (")
+    assert status.endswith("; type a sentence that repeats itself instead.")
+    assert "probe_text" not in status
 
 
 def test_an_encoder_shows_scores_and_says_why_the_rest_is_absent(qtbot, view, tmp_path):

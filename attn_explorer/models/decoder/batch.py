@@ -28,6 +28,7 @@ from attn_explorer.compute.softmax import softmax_rows
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.decoder.long_pass import MAX_RECORD_BYTES
 from attn_explorer.models.decoder.ops import ACTIVATIONS, apply_rope, rms_norm, softcap, window_keep
+from attn_explorer.models.formats.serial import one_call_at_a_time
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def _dense(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return rows.reshape(*x.shape[:-1], -1)
 
 
+@one_call_at_a_time
 def forward_batch(model: DecoderModel, input_ids: np.ndarray, keep: np.ndarray) -> BatchForward:
     """Run right-padded (B, T) ids with ``keep`` (B, T) True at real tokens; keep every head.
 

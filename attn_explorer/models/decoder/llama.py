@@ -27,11 +27,7 @@ import numpy as np
 
 from attn_explorer.compute import LIMITS, Cancelled, attention
 from attn_explorer.compute.softmax import softmax_rows
-from attn_explorer.models.decoder.long_pass import (
-    LayerKeys,
-    long_attention,
-    records_everything,
-)
+from attn_explorer.models.decoder.long_pass import LayerKeys, long_attention, records_everything
 from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.decoder.ops import (
     ACTIVATIONS,
@@ -57,6 +53,7 @@ from attn_explorer.models.errors import ModelError, TextError, check_text
 from attn_explorer.models.formats.dequantize import file_type_name, quantization_mix
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import metadata_value
+from attn_explorer.models.formats.serial import OneCallAtATime, one_call_at_a_time
 from attn_explorer.models.results import ModelAttention
 
 #: Tokens that end a turn, when the vocabulary has them (besides its eos token).
@@ -99,7 +96,7 @@ class Generation:
     sampling: Sampling = GREEDY
 
 
-class DecoderModel:
+class DecoderModel(OneCallAtATime):
     """A loaded decoder: config, tokenizer and layers dequantized from a memory-mapped GGUF."""
 
     def __init__(
@@ -164,6 +161,7 @@ class DecoderModel:
                 "for one pass; shorten it."
             )
 
+    @one_call_at_a_time
     def forward(
         self,
         input_ids: np.ndarray,
@@ -317,6 +315,7 @@ class DecoderModel:
     def readable(self, ids: list[int]) -> list[str]:
         return [self.tokenizer.readable(i) for i in ids]
 
+    @one_call_at_a_time
     def attention(
         self,
         text: str,
@@ -396,6 +395,7 @@ class DecoderModel:
             )
         return prompt
 
+    @one_call_at_a_time
     def generate(
         self,
         prompt: str,

@@ -31,6 +31,7 @@ from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import (
+    array_count,
     check_vocabulary_sizes,
     describe,
     metadata_value,
@@ -120,6 +121,8 @@ class DecoderConfig:
         declared_vocab = number("vocab_size")
         gguf = getattr(file, "llama_cpp_layout", True)  # False: a Hugging Face folder
         embedding = getattr(file, "infos", {}).get("token_embd.weight")
+        if embedding is not None and (len(embedding.dims) != 2 or embedding.dims[0] != hidden):
+            raise embedding_shape_error(file, arch, hidden, declared_vocab)  # before its rows
         if embedding is not None and declared_vocab and declared_vocab != embedding.dims[-1]:
             raise refuse(
                 file, f"{arch}.vocab_size", describe(declared_vocab),
@@ -179,6 +182,26 @@ class DecoderConfig:
         )
         check_tensors(file, config)
         return config
+
+
+def embedding_shape_error(file: GGUFFile, arch: str, hidden: int, vocab: int | None) -> ModelError:
+    """The embedding table is not (vocabulary, width): name the tensor, its shape and the
+    shape expected, and say when its two dimensions are swapped (a converter's mistake),
+    rather than blame the vocabulary size its rows were compared with."""
+    shape = file.shape("token_embd.weight")
+    rows = vocab or array_count(file, "tokenizer.ggml.tokens") or None
+    expected = f"({rows}, {hidden})" if rows else f"(vocabulary, {hidden})"
+    swapped = len(shape) == 2 and shape[0] == hidden and (rows is None or shape[1] == rows)
+    return ModelError(
+        f"{file.path}: tensor 'token_embd.weight' has shape {shape}; expected {expected}, one "
+        f"row of {arch}.embedding_length = {hidden} values per token"
+        + (
+            ": its two dimensions are swapped; convert the model again (llama.cpp's "
+            "convert_hf_to_gguf.py writes it as the model has it)."
+            if swapped
+            else "; the file is inconsistent."
+        )
+    )
 
 
 def layer_shapes(config: DecoderConfig, layer: int) -> dict[str, tuple[int, ...]]:

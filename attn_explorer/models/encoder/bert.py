@@ -31,6 +31,7 @@ from attn_explorer.models.encoder.tokenizer import Encoding, WordPieceTokenizer
 from attn_explorer.models.errors import ModelError, check_text
 from attn_explorer.models.formats.config import BertConfig, read_config, read_tokenizer_config
 from attn_explorer.models.formats.safetensors import SafetensorsFile
+from attn_explorer.models.formats.serial import OneCallAtATime, one_call_at_a_time
 from attn_explorer.models.results import ForwardResult, ModelAttention
 
 WEIGHTS_FILE = "model.safetensors"
@@ -226,7 +227,7 @@ def read_weights(tensors: SafetensorsFile, config: BertConfig) -> dict[str, np.n
     return weights
 
 
-class BertModel:
+class BertModel(OneCallAtATime):
     """A loaded BERT encoder: its config, tokenizer and (memory-mapped) weights."""
 
     def __init__(
@@ -270,6 +271,7 @@ class BertModel:
         length = min(self.config.max_position_embeddings, LIMITS.max_tokens)
         return self.tokenizer.encode(text, text_pair, length)
 
+    @one_call_at_a_time
     def forward(
         self,
         input_ids: np.ndarray,
@@ -336,6 +338,7 @@ class BertModel:
         q, k, v, s, a = (np.stack(arrays, axis=1) for arrays in zip(*per_layer, strict=True))
         return ForwardResult(q, k, v, s, a, np.stack(hidden, axis=1), scale)
 
+    @one_call_at_a_time
     def attention(
         self, text: str, text_pair: str | None = None, strategy: str = "batched"
     ) -> ModelAttention:

@@ -190,12 +190,14 @@ class WordPieceTokenizer:
         text_pair = check_text("text_pair", text_pair, optional=True)
         first = self.tokenize(text)
         if not first:
-            raise TextError("The sentence is empty: type some words to tokenize.")
+            raise TextError("text", "the text is empty (no tokens in it)", "type some words")
         second: list[str] | None = None
         if text_pair is not None and text_pair.strip():
             second = self.tokenize(text_pair)
             if not second:
-                raise TextError("The second sentence has no tokens; type some words or clear it.")
+                raise TextError(
+                    "text_pair", "the second text has no tokens", "type some words or leave it out"
+                )
         specials = 2 if second is None else 3
         full_length = len(first) + (len(second) if second else 0) + specials
         truncated = False

@@ -373,7 +373,11 @@ class AnalysisPanel(QWidget):
                     self._vocabulary[1], tokenize, PROBE_WORDS, 0, leading_space=False
                 )
         except ValueError as exc:  # a vocabulary without enough whole words
-            self.status.setText(str(exc))
+            reason = str(exc).removeprefix("probe_text: ").rstrip(".")  # the API's name off
+            self.status.setText(
+                f"Repeated tokens: no probe for this model ({reason}); type a sentence that "
+                "repeats itself instead."
+            )
             return
         self.score_combo.setCurrentIndex(list(SCORE_LABELS).index("induction"))
         self.probeRequested.emit(text)
