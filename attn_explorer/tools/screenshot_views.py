@@ -45,7 +45,8 @@ Setup = Callable[["MainWindow"], "QWidget | None"]
 @dataclass(frozen=True)
 class Shot:
     """One picture: its file, the set-up that makes it, a caption, where it goes, the window's
-    size and palette, and the model package it needs (``""`` for none)."""
+    size and palette, the model package it needs (``""`` for none), and whether the picture
+    is the whole window (else a dialog the set-up returns, at its own size)."""
 
     filename: str
     view: str
@@ -54,6 +55,7 @@ class Shot:
     size: tuple[int, int] = SIZE
     palette: str = "light"
     needs: str = ""
+    whole_window: bool = True
 
 
 SHOTS: list[Shot] = []
@@ -68,13 +70,16 @@ def shot(
     size: tuple[int, int] = SIZE,
     palette: str = "light",
     needs: str = "",
+    whole_window: bool = True,
 ) -> Callable[[Setup], Setup]:
     """Register the decorated set-up as the shot ``filename`` (see the module's docstring)."""
 
     def register(setup: Setup) -> Setup:
         if any(s.filename == filename for s in SHOTS):
             raise ValueError(f"two shots named {filename}")
-        SHOTS.append(Shot(filename, setup.__name__, caption, folder, size, palette, needs))
+        SHOTS.append(
+            Shot(filename, setup.__name__, caption, folder, size, palette, needs, whole_window)
+        )
         SETUPS[setup.__name__] = setup
         return setup
 
@@ -229,7 +234,7 @@ def python_api(window: MainWindow) -> None:
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, 9, 6, 16))  # (B, H, T, d)
     k = rng.standard_normal((1, 3, 6, 16))  # 3 key/value heads shared by 9 query heads
-    tokens = "The cat sat on the mat".split()
+    tokens = ["The", "cat", "sat", "on", "the", "mat"]
     inputs = explorer_inputs(q, k, tokens=tokens, causal=True)
     window.session.load(inputs.snapshot, inputs.options, text="from Python")
     settle(1.0)
@@ -260,7 +265,12 @@ def recovery(window: MainWindow) -> None:
     settle(1.0)
 
 
-@shot("keyboard.png", "Help ▸ Keyboard shortcuts (F1), in the dark palette", palette="dark")
+@shot(
+    "keyboard.png",
+    "Help ▸ Keyboard shortcuts (F1), in the dark palette",
+    palette="dark",
+    whole_window=False,
+)
 def keyboard(window: MainWindow) -> QWidget:
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QMessageBox

@@ -79,9 +79,11 @@ def take(
             continue
         target = (folder or (root or Path.cwd()) / shot.folder) / shot.filename
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="attn-explorer-shot-") as own:
-            with private_app_folders(Path(own)):  # no dock layout carries over between shots
-                _take_one(shot, target, report)
+        with (
+            tempfile.TemporaryDirectory(prefix="attn-explorer-shot-") as own,
+            private_app_folders(Path(own)),  # no dock layout carries over between shots
+        ):
+            _take_one(shot, target, report)
         written.append(target)
     return written
 
