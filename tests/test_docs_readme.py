@@ -79,3 +79,25 @@ def test_every_picture_comes_from_the_screenshot_command(path):
         assert (path.parent / picture).resolve().as_posix() in made, (
             f"{path.name}: {picture} is not a shot of tools/screenshot_views.py"
         )
+
+
+def test_one_decorated_function_adds_a_shot_to_the_command():
+    from attn_explorer.tools import screenshot_views as views
+    from attn_explorer.tools.screenshots import main
+
+    before = len(views.SHOTS)
+
+    @views.shot("two-prompts-test.png", "A test shot", needs=views.SMOLLM2)
+    def two_prompts_test(window):
+        return None
+
+    try:
+        added = views.SHOTS[-1]
+        assert len(views.SHOTS) == before + 1 and views.SETUPS[added.view] is two_prompts_test
+        assert (added.folder, added.size, added.palette) == ("docs/guide/img", (1280, 800), "light")
+        with pytest.raises(ValueError, match="two shots named"):
+            views.shot("two-prompts-test.png", "again")(two_prompts_test)
+        assert main(["--list"]) == 0
+    finally:
+        views.SHOTS.remove(added)
+        del views.SETUPS[added.view]
