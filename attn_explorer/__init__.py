@@ -2,7 +2,7 @@
 
 Only the version lives here so that ``import attn_explorer`` stays instant; the Python
 API (``attn_explorer.view``, ``attn_explorer.run``, ``attn_explorer.Viewer``, see
-docs/python-api.md) is imported on first use.
+docs/guide/python-api.md) is imported on first use.
 """
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~15 ms of the start-up

@@ -5,7 +5,7 @@ you keep driving (``result(stage)``, ``set_inputs(...)``, ``close()``). ``block=
 blocks until the window is closed in a plain script, and returns at once inside
 IPython or Jupyter, where ``%gui qt`` runs Qt's event loop beside the prompt (it is
 switched on when it is off); ``block=False`` never blocks (call :func:`run` later to
-keep the windows open in a script). See docs/python-api.md.
+keep the windows open in a script). See docs/guide/python-api.md.
 
 Qt is imported inside the functions: ``import attn_explorer`` stays light, and the
 inputs are checked (:mod:`attn_explorer.state.storage.tensor_inputs`) before any

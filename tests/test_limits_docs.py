@@ -1,4 +1,5 @@
-"""Issue 12: the README and docs/session-format.md state every limit in one table, from the code.
+"""Issue 12: the guide (docs/guide/sessions.md) and docs/session-format.md state every limit in
+one table, from the code.
 
 Each row names the constant it shows (``attn_explorer.compute.LIMITS.max_heads``);
 this test imports it and checks the number, so the documents cannot drift.
@@ -16,7 +17,7 @@ import pytest
 from attn_explorer.compute import LIMITS, LOOP_BUDGET
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "session-format.md"]
+DOCUMENTS = [ROOT / "docs" / "guide" / "sessions.md", ROOT / "docs" / "session-format.md"]
 ROW = re.compile(r"^\| (?P<what>[^|]+?) \| (?P<value>[^|]+?) \| `(?P<name>[\w.]+)` \|$")
 VALUE = re.compile(r"^(?P<number>\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?)(?: (?P<unit>\S+))?$")
 UNITS = {"MB": 2**20, "s": 1, "px": 1, "characters": 1, "cells": 1, None: 1}
@@ -81,8 +82,8 @@ def test_the_table_covers_every_limit(path):
 
 
 def test_both_documents_show_the_same_table():
-    readme, session_format = (limits_table(path) for path in DOCUMENTS)
-    assert readme == session_format
+    guide, session_format = (limits_table(path) for path in DOCUMENTS)
+    assert guide == session_format
 
 
 def test_a_wrong_number_would_be_caught():

@@ -1,36 +1,48 @@
-"""One list of shortcuts: the menus' actions, the F1 help and the README's table agree."""
+"""One list of shortcuts: the menus' actions, the F1 help and the keyboard page's table agree,
+and every shortcut the README and the guide mention is one the window has."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from docs_checks import ROOT, keys_of, shortcut_problems, shortcut_table
 
 from attn_explorer.ui.window.actions import shortcut_rows
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def readme_rows() -> list[tuple[str, str]]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Keyboard shortcuts", 1)[1].split("\n## ", 1)[0]
-    rows = []
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[0].startswith("`"):
-            rows.append((cells[0].strip("`"), cells[1]))
-    return rows
+KEYBOARD_PAGE = ROOT / "docs" / "guide" / "keyboard.md"
+#: The documents whose shortcuts must be the window's: the README and every guide page.
+GUIDE = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 
 
 def window_rows(window) -> list[tuple[str, str]]:
     return shortcut_rows([*window.menu_actions.all(), *window.stepper.transport_actions()])
 
 
-def test_readme_table_is_the_windows_shortcuts(window):
+def test_the_keyboard_pages_table_is_the_windows_shortcuts(window):
     expected = window_rows(window)
     table = "\n".join(f"| `{keys}` | {what} |" for keys, what in expected)
-    assert readme_rows() == expected, f"README's table should read:\n{table}"
+    rows = shortcut_table(KEYBOARD_PAGE.read_text(encoding="utf-8"))
+    assert rows == expected, f"docs/guide/keyboard.md's table should read:\n{table}"
+
+
+def test_every_shortcut_the_readme_and_the_guide_mention_is_the_windows(window):
+    known = keys_of(window_rows(window), window.commands.shortcuts_text())
+    problems = [
+        problem
+        for path in GUIDE
+        for problem in shortcut_problems(path.name, path.read_text(encoding="utf-8"), known)
+    ]
+    assert problems == []
+
+
+def test_a_shortcut_the_window_lost_is_reported(window):
+    known = keys_of(window_rows(window), window.commands.shortcuts_text())
+    assert "Ctrl+T" in known and "F6" in known and "Alt+4" in known
+    page = "Press `Ctrl+T` to time, `Ctrl+Alt+T` to time faster, `F6` for the next panel."
+    assert shortcut_problems("page.md", page, known) == [
+        "page.md:1: `Ctrl+Alt+T` is not a shortcut of the window"
+    ]
 
 
 def test_f1_lists_every_shortcut_of_the_window(window):

@@ -1,7 +1,7 @@
 """Journeys of issue 23, defects 1 and 2: what Undo covers, and the modified mark.
 
-The rule (README, "Undo"): Undo and Redo cover the numbers and the shape — cell
-edits, pastes, drags, tokens, B/H/T/d, and loading a preset, an example or a
+The rule (docs/guide/sessions.md, "What Undo covers"): Undo and Redo cover the numbers and
+the shape — cell edits, pastes, drags, tokens, B/H/T/d, and loading a preset, an example or a
 lesson's numbers. View settings — stage, 1/√d, causal, strategy, head, shared
 scale, the step-through position — are not edits: they survive Undo and Redo.
 """

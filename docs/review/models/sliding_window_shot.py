@@ -1,4 +1,6 @@
-"""A sliding-window band in the explorer at 1280×800: ``python docs/models/sliding_window_shot.py``.
+"""A sliding-window band in the explorer at 1280×800.
+
+    python docs/review/models/sliding_window_shot.py
 
 Writes ``sliding-window.png``: a random toy example (2 heads, 8 tokens, d = 4) with the
 causal mask and a window of 3 keys, on the masked stage, so the score grid and both

