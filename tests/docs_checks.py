@@ -34,6 +34,8 @@ DOCUMENTS = sorted(
 )
 
 FENCE = re.compile(r"^(```|~~~)")
+#: Fenced blocks of printed output, not commands: their lines are never parsed.
+OUTPUT_FENCES = {"text", "output"}
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 HTML_IMAGE = re.compile(r"<img\s[^>]*src=\"([^\"]+)\"")
@@ -136,18 +138,22 @@ class CommandLine:
 def command_lines(path: Path, text: str) -> list[CommandLine]:
     """Every ``attn-explorer`` command line in the code blocks of ``text``."""
     found = []
-    fenced, marker, previous = False, "", ""
+    fenced, output, marker, previous = False, False, "", ""
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if FENCE.match(stripped):
             if not fenced:
                 match = MARKER.match(previous)
                 marker = match.group(1) if match else ""
+                # a ```text block shows what a command printed, not a command to type
+                output = stripped[3:].strip() in OUTPUT_FENCES
             fenced = not fenced
             previous = stripped
             continue
         if stripped:
             previous = stripped
+        if fenced and output:
+            continue
         argv = command_argv(line) if fenced or line.startswith("    ") else None
         if argv is not None:
             found.append(CommandLine(f"{path.name}:{number}", argv, marker if fenced else ""))

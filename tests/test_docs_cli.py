@@ -63,6 +63,9 @@ def test_command_lines_are_read_as_a_shell_would(tmp_path):
         "attn-explorer bench --json > before.json\n"
         "python -m pytest\n"
         "```\n\n"
+        "```text\n"
+        "attn-explorer export: error: --text-file: too many tokens\n"
+        "```\n\n"
         "    attn-explorer open layer3.npz\n"
     )
     found = command_lines(page, text)
