@@ -40,6 +40,13 @@ from attn_explorer.models.formats.gguf_metadata import (
 #: Every architecture the reader runs (``families.py`` says what each one changes).
 ARCHITECTURES = FAMILIES
 
+#: Keys a GGUF may lack, then read as llama.cpp's default for the family (families.py).
+LLAMA_CPP_DEFAULTS = (
+    "attention.sliding_window",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+)
+
 #: Default budget for dequantized layers kept in memory (float32 bytes).
 DEFAULT_BUDGET_BYTES = 2 << 30
 
@@ -136,11 +143,21 @@ class DecoderConfig:
         family = ARCHITECTURES[arch]
         layers = number("block_count")
         pattern = file.get(f"{arch}.attention.sliding_window_pattern")  # an int or flags
+        # 0 reads as None (no window, no cap). A key a GGUF lacks takes llama.cpp's default
+        # for the family; a Hugging Face folder's config says None when it means none.
+        default = {key: gguf and f"{arch}.{key}" not in file.scalars for key in LLAMA_CPP_DEFAULTS}
         declared_window = number("attention.sliding_window")
+        if default["attention.sliding_window"]:
+            declared_window = family.default_window or None
         windowed = declared_window is not None and (family.global_every or pattern is not None)
         window = int(declared_window) if windowed else 0
-        softcap = (number("attn_logit_softcapping") or 50.0) if family.softcap else 0.0
-        final_cap = (number("final_logit_softcapping") or 30.0) if family.softcap else 0.0
+        softcap = final_cap = 0.0
+        if family.softcap:
+            softcap = number("attn_logit_softcapping") or 0.0
+            softcap = 50.0 if default["attn_logit_softcapping"] else softcap
+        if family.final_softcap:
+            final_cap = number("final_logit_softcapping") or 0.0
+            final_cap = 30.0 if default["final_logit_softcapping"] and family.softcap else final_cap
         kinds, source = layer_kinds(layers, family.global_every, window), "llama.cpp's convention"
         if window and isinstance(pattern, list) and len(pattern) == layers:
             kinds, source = tuple("local" if bool(p) else "global" for p in pattern), "the file"
