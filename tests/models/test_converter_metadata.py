@@ -285,3 +285,34 @@ def test_a_soft_cap_that_is_not_a_cap_is_refused(files, tmp_path, value):
         r"metadata gemma2\.final_logit_softcapping holds the float .*; expected a finite number "
         r"over 0, at most 1e\+06 \(0 for none\)\.",
     )
+
+
+# -- RoPE scaling --------------------------------------------------------------------------------
+def test_linear_rope_scaling_divides_the_frequencies_old_key_or_new(files, tmp_path):
+    # TextModel.set_gguf_parameters: rope_type "linear" -> add_rope_scaling_type/_factor;
+    # older converters wrote rope.scale_linear; llama.cpp reads a factor of 0 as none
+    plain = load_gguf(files["llama"])
+    new = load_gguf(
+        variant(files, tmp_path, "llama", llama__rope__scaling__type="linear",
+                llama__rope__scaling__factor=4.0)
+    )  # fmt: skip
+    old = load_gguf(variant(files, tmp_path, "llama", llama__rope__scale_linear=4.0))
+    zero = load_gguf(
+        variant(files, tmp_path, "llama", llama__rope__scaling__type="linear",
+                llama__rope__scaling__factor=0.0)
+    )  # fmt: skip
+    assert plain.weights.rope_factors is None and zero.weights.rope_factors is None
+    np.testing.assert_array_equal(new.weights.rope_factors, np.full(4, 4.0, np.float32))
+    scaled = new.attention(TEXT).weights
+    np.testing.assert_array_equal(old.attention(TEXT).weights, scaled)
+    assert np.abs(scaled - plain.attention(TEXT).weights).max() > 1e-2
+
+
+def test_scaling_not_implemented_here_opens_and_says_so(files, tmp_path):
+    path = variant(
+        files, tmp_path, "llama",
+        llama__rope__scaling__type="yarn", llama__rope__scaling__factor=4.0,
+    )  # fmt: skip
+    model = load_gguf(path)
+    assert model.config.rope_scale == 1.0
+    assert any("RoPE scaling 'yarn' (factor 4) is not applied" in n for n in model.notes())

@@ -68,8 +68,9 @@ COMMON = {
     "tie_word_embeddings": False,
     "pad_token_id": 0,
 }
+#: Gemma 3 4B's RoPE: global layers base 1e6, linearly scaled by 8; local layers base 10 000
 GEMMA_ROPE = {
-    "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1_000_000.0},
     "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
 }
 
@@ -86,8 +87,8 @@ FAMILIES = {
     # no window: the converter writes attention.sliding_window = 0 (the refused file)
     "phi3": ("spm", "Phi3Config", "Phi3ForCausalLM", {"sliding_window": None}),
     # Gemma ties its embeddings (Gemma 2's converter drops lm_head). Gemma 3: five local
-    # layers (window 5) and a global sixth; a final soft-cap, which its converter writes
-    # only when it is set.
+    # layers (window 5) and a global sixth with linear RoPE scaling (rope.scaling.type /
+    # factor); a final soft-cap, which its converter writes only when it is set.
     "gemma3": (
         "spm",
         "Gemma3TextConfig",

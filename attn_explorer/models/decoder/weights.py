@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from attn_explorer.models.decoder.families import FAMILIES, layer_kinds
+from attn_explorer.models.decoder.file_settings import rope_scaling, window_and_caps
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
@@ -39,13 +40,6 @@ from attn_explorer.models.formats.gguf_metadata import (
 
 #: Every architecture the reader runs (``families.py`` says what each one changes).
 ARCHITECTURES = FAMILIES
-
-#: Keys a GGUF may lack, then read as llama.cpp's default for the family (families.py).
-LLAMA_CPP_DEFAULTS = (
-    "attention.sliding_window",
-    "attn_logit_softcapping",
-    "final_logit_softcapping",
-)
 
 #: Default budget for dequantized layers kept in memory (float32 bytes).
 DEFAULT_BUDGET_BYTES = 2 << 30
@@ -83,6 +77,10 @@ class DecoderConfig:
     attn_softcap: float = 0.0  # Gemma 2: logits → cap · tanh(logits / cap); 0: none
     final_softcap: float = 0.0
     fused: bool = False  # Phi-3: one attn_qkv and one gate + up ffn_up per layer
+    #: Linear RoPE scaling of the global layers: frequencies divided by it (1: none).
+    rope_scale: float = 1.0
+    #: What the file asks for that is not applied here, one line each (shown with the notes).
+    caveats: tuple[str, ...] = ()
 
     @property
     def group_size(self) -> int:
@@ -143,26 +141,15 @@ class DecoderConfig:
         family = ARCHITECTURES[arch]
         layers = number("block_count")
         pattern = file.get(f"{arch}.attention.sliding_window_pattern")  # an int or flags
-        # 0 reads as None (no window, no cap). A key a GGUF lacks takes llama.cpp's default
-        # for the family; a Hugging Face folder's config says None when it means none.
-        default = {key: gguf and f"{arch}.{key}" not in file.scalars for key in LLAMA_CPP_DEFAULTS}
-        declared_window = number("attention.sliding_window")
-        if default["attention.sliding_window"]:
-            declared_window = family.default_window or None
-        windowed = declared_window is not None and (family.global_every or pattern is not None)
-        window = int(declared_window) if windowed else 0
-        softcap = final_cap = 0.0
-        if family.softcap:
-            softcap = number("attn_logit_softcapping") or 0.0
-            softcap = 50.0 if default["attn_logit_softcapping"] else softcap
-        if family.final_softcap:
-            final_cap = number("final_logit_softcapping") or 0.0
-            final_cap = 30.0 if default["final_logit_softcapping"] and family.softcap else final_cap
+        declared_window, softcap, final_cap = window_and_caps(file, arch, family, gguf)
+        windowed = family.global_every or pattern is not None  # Phi-3's window: see families
+        window = declared_window if declared_window is not None and windowed else 0
         kinds, source = layer_kinds(layers, family.global_every, window), "llama.cpp's convention"
         if window and isinstance(pattern, list) and len(pattern) == layers:
             kinds, source = tuple("local" if bool(p) else "global" for p in pattern), "the file"
         elif window and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
             kinds, source = layer_kinds(layers, pattern, window), "the file"
+        rope_scale, caveats = rope_scaling(file, arch)
         scale = number("attention.scale")
         if scale is None:
             scale = 1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0.0
@@ -193,6 +180,8 @@ class DecoderConfig:
             attn_softcap=float(softcap),
             final_softcap=float(final_cap),
             fused=family.fused,
+            rope_scale=rope_scale,
+            caveats=caveats,
         )
         check_tensors(file, config)
         return config
@@ -384,6 +373,10 @@ class DecoderWeights:
         self.rope_factors: np.ndarray | None = (
             file.dequantize("rope_freqs.weight") if file.has("rope_freqs.weight") else None
         )
+        if config.rope_scale != 1.0:  # linear scaling: every global frequency divided too
+            ones = np.ones(config.head_dim // 2, dtype=np.float32)
+            factors = ones if self.rope_factors is None else self.rope_factors
+            self.rope_factors = factors * np.float32(config.rope_scale)
         embedding_bytes = config.vocab_size * config.hidden_size * 4
         self._embedding: np.ndarray | None = None
         if embedding_bytes <= budget_bytes // 2:

@@ -116,6 +116,10 @@ MAX_CONTEXT = 1 << 24
 #:   as no window (``found_swa && n_swa > 0``).
 #: - final/attn_logit_softcapping: Gemma 3's loader applies a final cap only when it is not
 #:   0 (``if (hparams.f_final_logit_softcapping)``); a cap of 0 can only mean none.
+#: - rope.scaling.type / factor: ``add_rope_scaling_type`` / ``_factor`` when config.json's
+#:   rope_type is linear, yarn or longrope (Gemma 3 4B and up: linear 8 on global layers);
+#:   rope.scale_linear is the key older converters wrote. llama.cpp reads a factor of 0 as
+#:   none ("ropescale == 0.0f ? 1.0f : 1.0f/ropescale").
 #: - bos/eos_token_id: ``SpecialVocab`` writes config.json's ids unchecked when it is not
 #:   given the vocabulary size (the BPE path), as uint32; llama.cpp's vocabulary loader
 #:   warns "bad special token" and keeps no such token when an id is past the vocabulary.
@@ -143,6 +147,9 @@ SPECS: dict[str, Spec] = {
     "{arch}.rope.freq_base_swa": Spec(REAL, above=0, high=1e12, required=False),
     "{arch}.vocab_size": Spec(INTEGER, 1, MAX_VOCAB, required=False),
     "{arch}.rope.freq_base": Spec(REAL, above=0, high=1e12, required=False, default=10000.0),
+    "{arch}.rope.scaling.type": Spec(TEXT, high=64, required=False, default=""),
+    "{arch}.rope.scaling.factor": Spec(REAL, above=0, high=1e6, required=False, zero_is_none=True),
+    "{arch}.rope.scale_linear": Spec(REAL, above=0, high=1e6, required=False, zero_is_none=True),
     "{arch}.attention.layer_norm_rms_epsilon": Spec(REAL, above=0, high=1),
     "tokenizer.ggml.model": Spec(TEXT, high=64),
     "tokenizer.ggml.pre": Spec(TEXT, high=256, required=False, default=""),
