@@ -17,8 +17,14 @@ phi3       Q, K and V fused into one ``attn_qkv`` matrix, the MLP's gate and up 
            ``ffn_up`` (gate rows first); otherwise Llama without the Q/K permutation.
 gemma2     like gemma3 without q/k norms, every 2nd layer global, and tanh soft-capping of the
            attention logits and of the final logits (``attn_logit_softcapping``,
-           ``final_logit_softcapping``).
+           ``final_logit_softcapping``; 50 and 30 when a file does not say, as llama.cpp);
+           a window of 4 096 when the file records none (the first Gemma 2 GGUFs did not).
 =========  ====================================================================================
+
+A sliding window of 0 is no window (llama.cpp's converter writes 0 for Phi-3 models without
+one). Phi-3's window, when a file has one, is not applied: llama.cpp does not either ("Phi SWA
+is currently disabled"); it only matters for texts longer than the window (2 047 tokens in
+Phi-3 mini). Gemma 3's final soft-capping applies when its file records one.
 
 Gemma's converter stores its norms' weights with Gemma's "1 +" already added, so a GGUF's
 norms are plain RMSNorm weights here as for every family.
@@ -42,6 +48,8 @@ class Family:
     global_every: int = 0  # every n-th layer global, the rest local (0: all global)
     local_rope_theta: float = 0.0  # local layers' RoPE base (0: the file's)
     softcap: bool = False  # tanh soft-capping of attention and final logits
+    final_softcap: bool = False  # a final soft-capping when the file records one
+    default_window: int = 0  # the sliding window when the file records none
     fused: bool = False  # Phi-3: attn_qkv for Q, K, V and ffn_up for gate + up
 
 
@@ -57,6 +65,7 @@ FAMILIES: dict[str, Family] = {
         activation="gelu_tanh",
         global_every=6,
         local_rope_theta=10000.0,
+        final_softcap=True,
     ),
     "gemma2": Family(
         sandwich_norms=True,
@@ -64,6 +73,8 @@ FAMILIES: dict[str, Family] = {
         activation="gelu_tanh",
         global_every=2,
         softcap=True,
+        final_softcap=True,
+        default_window=4096,
     ),
 }
 

@@ -380,7 +380,7 @@ class DecoderModel(OneCallAtATime):
                 f"{local} of {c.num_layers} layers local (window {c.sliding_window}), the rest "
                 f"global; the pattern from {c.layer_pattern_source or 'the file'}."
             )
-        return tuple(lines)
+        return (*lines, *c.caveats)
 
     def chat_prompt(self, message: str) -> str:
         """``message`` as one user turn in the model's ChatML template, ready for its reply."""

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from attn_explorer.models.decoder.families import FAMILIES, layer_kinds
+from attn_explorer.models.decoder.file_settings import rope_scaling, window_and_caps
 from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
@@ -77,6 +78,10 @@ class DecoderConfig:
     attn_softcap: float = 0.0  # Gemma 2: logits → cap · tanh(logits / cap); 0: none
     final_softcap: float = 0.0
     fused: bool = False  # Phi-3: one attn_qkv and one gate + up ffn_up per layer
+    #: Linear RoPE scaling of the global layers: frequencies divided by it (1: none).
+    rope_scale: float = 1.0
+    #: What the file asks for that is not applied here, one line each (shown with the notes).
+    caveats: tuple[str, ...] = ()
 
     @property
     def group_size(self) -> int:
@@ -139,16 +144,15 @@ class DecoderConfig:
         family = ARCHITECTURES[arch]
         layers = number("block_count")
         pattern = file.get(f"{arch}.attention.sliding_window_pattern")  # an int or flags
-        declared_window = number("attention.sliding_window")
-        windowed = declared_window is not None and (family.global_every or pattern is not None)
-        window = int(declared_window) if windowed else 0
-        softcap = (number("attn_logit_softcapping") or 50.0) if family.softcap else 0.0
-        final_cap = (number("final_logit_softcapping") or 30.0) if family.softcap else 0.0
+        declared_window, softcap, final_cap = window_and_caps(file, arch, family, gguf)
+        windowed = family.global_every or pattern is not None  # Phi-3's window: see families
+        window = declared_window if declared_window is not None and windowed else 0
         kinds, source = layer_kinds(layers, family.global_every, window), "llama.cpp's convention"
         if window and isinstance(pattern, list) and len(pattern) == layers:
             kinds, source = tuple("local" if bool(p) else "global" for p in pattern), "the file"
         elif window and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
             kinds, source = layer_kinds(layers, pattern, window), "the file"
+        rope_scale, caveats = rope_scaling(file, arch)
         scale = number("attention.scale")
         if scale is None:
             scale = 1.0 / float(np.sqrt(float(head_dim))) if family.scaled_embedding else 0.0
@@ -179,6 +183,8 @@ class DecoderConfig:
             attn_softcap=float(softcap),
             final_softcap=float(final_cap),
             fused=family.fused,
+            rope_scale=rope_scale,
+            caveats=caveats,
         )
         check_tensors(file, config)
         return config
@@ -390,6 +396,10 @@ class DecoderWeights:
         self.rope_factors: np.ndarray | None = (
             file.dequantize("rope_freqs.weight") if file.has("rope_freqs.weight") else None
         )
+        if config.rope_scale != 1.0:  # linear scaling: every global frequency divided too
+            ones = np.ones(config.head_dim // 2, dtype=np.float32)
+            factors = ones if self.rope_factors is None else self.rope_factors
+            self.rope_factors = factors * np.float32(config.rope_scale)
         embedding_bytes = config.vocab_size * config.hidden_size * 4
         self._embedding: np.ndarray | None = None
         if embedding_bytes <= budget_bytes // 2:

@@ -11,6 +11,13 @@ expected::
     model.gguf: metadata llama.block_count holds the float nan; expected a whole
     number from 1 to 1,024.
 
+The table follows what llama.cpp's own converter writes (``convert_hf_to_gguf.py`` with
+its ``gguf-py`` ``GGUFWriter``), not only the GGUF spec: a value it can write for a family
+read here is never refused. So 0 means "none" where the converter writes 0 for none
+(Phi-3's ``attention.sliding_window`` when the model has no window), a count may be one
+value per layer (``GGUFWriter.add_head_count`` takes a list), and a special token id past
+the vocabulary is read as no such token, as llama.cpp's loader does.
+
 :func:`check_vocabulary_sizes` compares the declared sizes with each other
 (``vocab_size``, the token list, token types, merges, bos / eos ids) from the
 arrays' headers alone, before the vocabulary is built.
@@ -49,6 +56,12 @@ class Spec:
     (a bool), ``strings`` / ``integers`` (an array of ``low``…``high`` items; integer
     items within ``item_low``…``item_high``). ``default`` is used when the key is
     absent and not ``required``.
+
+    How the converter's files are read: ``zero_is_none`` reads 0 as absent (the converter
+    writes 0 for "none"); ``per_layer`` also takes an array of integers, one per layer,
+    all equal (a model whose layers differ is refused, naming the values); ``token_id``
+    reads an id at or past the token count as absent; ``read_at_most`` reads a larger
+    (valid) value as that bound.
     """
 
     kind: str
@@ -59,13 +72,23 @@ class Spec:
     default: Any = None
     item_low: int | None = None
     item_high: int | None = None
+    zero_is_none: bool = False
+    per_layer: bool = False
+    token_id: bool = False
+    read_at_most: int | None = None
 
     def expected(self) -> str:
         """The range in words, for a message."""
         if self.kind == INTEGER:
-            return f"a whole number from {self.low:,} to {self.high:,}"
+            words = f"a whole number from {self.low:,} to {self.high:,}"
+            if self.zero_is_none:
+                words += " (0 for none)"
+            if self.per_layer:
+                words += ", or one per layer, all equal"
+            return words
         if self.kind == REAL:
-            return f"a finite number over {self.above:g}, at most {self.high:g}"
+            words = f"a finite number over {self.above:g}, at most {self.high:g}"
+            return words + " (0 for none)" if self.zero_is_none else words
         if self.kind == TEXT:
             return f"text of at most {self.high:,} characters"
         if self.kind == FLAG:
@@ -77,26 +100,56 @@ class Spec:
 
 
 _DIM = 1 << 17
+#: The largest value a uint32 key holds: GGUFWriter writes counts and ids as uint32.
+_U32 = (1 << 32) - 1
+#: The context read at most: no text here comes near it; a model may declare more.
+MAX_CONTEXT = 1 << 24
+#: Each rule's reason, from llama.cpp's converter (``conversion/*.py`` in recent releases,
+#: one ``convert_hf_to_gguf.py`` before) and loader (``src/llama-model.cpp``):
+#: - context_length: ``add_context_length(max_position_embeddings)``, a uint32; a model may
+#:   declare any length (Llama 4 Scout: 10 M); read as at most MAX_CONTEXT.
+#: - feed_forward_length, head_count, head_count_kv: ``add_feed_forward_length`` /
+#:   ``add_head_count`` / ``add_head_count_kv`` write a list as an array (one per layer) and
+#:   llama.cpp reads either (``get_key_or_arr``).
+#: - attention.sliding_window: Phi-3 writes 0 when the model has none ("use zero value of
+#:   sliding_window to distinguish Phi-4"); llama.cpp's Gemma 3 and Phi-3 loaders treat 0
+#:   as no window (``found_swa && n_swa > 0``).
+#: - final/attn_logit_softcapping: Gemma 3's loader applies a final cap only when it is not
+#:   0 (``if (hparams.f_final_logit_softcapping)``); a cap of 0 can only mean none.
+#: - rope.scaling.type / factor: ``add_rope_scaling_type`` / ``_factor`` when config.json's
+#:   rope_type is linear, yarn or longrope (Gemma 3 4B and up: linear 8 on global layers);
+#:   rope.scale_linear is the key older converters wrote. llama.cpp reads a factor of 0 as
+#:   none ("ropescale == 0.0f ? 1.0f : 1.0f/ropescale").
+#: - bos/eos_token_id: ``SpecialVocab`` writes config.json's ids unchecked when it is not
+#:   given the vocabulary size (the BPE path), as uint32; llama.cpp's vocabulary loader
+#:   warns "bad special token" and keeps no such token when an id is past the vocabulary.
 SPECS: dict[str, Spec] = {
     "general.architecture": Spec(TEXT, high=64),
     "general.name": Spec(TEXT, high=4096, required=False),
     "general.file_type": Spec(INTEGER, 0, 1 << 16, required=False),
     "{arch}.block_count": Spec(INTEGER, 1, 1024),
-    "{arch}.context_length": Spec(INTEGER, 1, 1 << 24),
+    "{arch}.context_length": Spec(INTEGER, 1, _U32, read_at_most=MAX_CONTEXT),
     "{arch}.embedding_length": Spec(INTEGER, 1, _DIM),
-    "{arch}.feed_forward_length": Spec(INTEGER, 1, 1 << 20),
-    "{arch}.attention.head_count": Spec(INTEGER, 1, 1024),
-    "{arch}.attention.head_count_kv": Spec(INTEGER, 1, 1024, required=False),
+    "{arch}.feed_forward_length": Spec(INTEGER, 1, 1 << 20, per_layer=True),
+    "{arch}.attention.head_count": Spec(INTEGER, 1, 1024, per_layer=True),
+    "{arch}.attention.head_count_kv": Spec(INTEGER, 1, 1024, required=False, per_layer=True),
     "{arch}.rope.dimension_count": Spec(INTEGER, 2, _DIM, required=False),
     "{arch}.attention.key_length": Spec(INTEGER, 2, _DIM, required=False),
     "{arch}.attention.value_length": Spec(INTEGER, 1, _DIM, required=False),
-    "{arch}.attention.sliding_window": Spec(INTEGER, 1, 1 << 24, required=False),
+    "{arch}.attention.sliding_window": Spec(INTEGER, 1, 1 << 24, required=False, zero_is_none=True),
     "{arch}.attention.scale": Spec(REAL, above=0, high=1e6, required=False),
-    "{arch}.attn_logit_softcapping": Spec(REAL, above=0, high=1e6, required=False),
-    "{arch}.final_logit_softcapping": Spec(REAL, above=0, high=1e6, required=False),
+    "{arch}.attn_logit_softcapping": Spec(
+        REAL, above=0, high=1e6, required=False, zero_is_none=True
+    ),
+    "{arch}.final_logit_softcapping": Spec(
+        REAL, above=0, high=1e6, required=False, zero_is_none=True
+    ),
     "{arch}.rope.freq_base_swa": Spec(REAL, above=0, high=1e12, required=False),
     "{arch}.vocab_size": Spec(INTEGER, 1, MAX_VOCAB, required=False),
     "{arch}.rope.freq_base": Spec(REAL, above=0, high=1e12, required=False, default=10000.0),
+    "{arch}.rope.scaling.type": Spec(TEXT, high=64, required=False, default=""),
+    "{arch}.rope.scaling.factor": Spec(REAL, above=0, high=1e6, required=False, zero_is_none=True),
+    "{arch}.rope.scale_linear": Spec(REAL, above=0, high=1e6, required=False, zero_is_none=True),
     "{arch}.attention.layer_norm_rms_epsilon": Spec(REAL, above=0, high=1),
     "tokenizer.ggml.model": Spec(TEXT, high=64),
     "tokenizer.ggml.pre": Spec(TEXT, high=256, required=False, default=""),
@@ -106,8 +159,8 @@ SPECS: dict[str, Spec] = {
     "tokenizer.ggml.token_type": Spec(
         INTEGERS, 0, MAX_VOCAB, required=False, default=(), item_low=0, item_high=6
     ),
-    "tokenizer.ggml.bos_token_id": Spec(INTEGER, 0, MAX_VOCAB - 1, required=False),
-    "tokenizer.ggml.eos_token_id": Spec(INTEGER, 0, MAX_VOCAB - 1, required=False),
+    "tokenizer.ggml.bos_token_id": Spec(INTEGER, 0, _U32, required=False, token_id=True),
+    "tokenizer.ggml.eos_token_id": Spec(INTEGER, 0, _U32, required=False, token_id=True),
     "tokenizer.ggml.add_bos_token": Spec(FLAG, required=False, default=False),
     "tokenizer.chat_template": Spec(TEXT, high=MAX_TEMPLATE_CHARS, required=False, default=""),
 }
@@ -154,7 +207,9 @@ def metadata_value(file: GGUFFile, key: str, arch: str = "") -> Any:
         return spec.default
     if spec.kind in (STRINGS, INTEGERS):
         return _array(file, name, spec, stored)
-    value = stored
+    value = _one_per_layer(file, name, spec, arch) if spec.per_layer else stored
+    if spec.zero_is_none and value == 0 and not isinstance(value, (bool, str, ArrayAt)):
+        return spec.default
     ok = False
     if spec.kind == INTEGER:
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -169,8 +224,36 @@ def metadata_value(file: GGUFFile, key: str, arch: str = "") -> Any:
     elif spec.kind == FLAG:
         ok = isinstance(value, bool)
     if not ok:
-        raise refuse(file, name, describe(stored, file, name), spec.expected())
+        holds = describe(stored, file, name)
+        if value is not stored:  # one value per layer, all equal: name it
+            holds += f" (each {describe(value)})"
+        raise refuse(file, name, holds, spec.expected())
+    if spec.token_id and value >= array_count(file, "tokenizer.ggml.tokens"):
+        return None  # llama.cpp: "bad special token", no such token
+    if spec.read_at_most is not None:
+        value = min(value, spec.read_at_most)
     return value
+
+
+def _one_per_layer(file: GGUFFile, name: str, spec: Spec, arch: str) -> Any:
+    """A per-layer key's one value: the scalar itself, or the value every item of an
+    integer array with one item per layer holds (else one refusal naming the values)."""
+    stored = file.scalars.get(name)
+    if not isinstance(stored, ArrayAt):
+        return stored
+    header = file.array_header(name)
+    layers = metadata_value(file, "{arch}.block_count", arch)
+    if header is None or header[0] != "integer" or header[1] != layers:
+        where = f" ({layers:,} layers)"
+        raise refuse(file, name, describe(stored, file, name), spec.expected() + where)
+    values = list(file.get(name))
+    if len(set(values)) > 1:
+        shown = ", ".join(f"{v:,}" for v in values[:8]) + (", …" if len(values) > 8 else "")
+        raise refuse(
+            file, name, f"different values per layer ({shown})",
+            "the same value in every layer (layers of different sizes are not supported)",
+        )  # fmt: skip
+    return values[0]
 
 
 def _array(file: GGUFFile, name: str, spec: Spec, stored: Any) -> list[Any]:
@@ -211,8 +294,8 @@ def check_vocabulary_sizes(file: GGUFFile, vocab_size: int | None) -> int:
 
     ``vocab_size`` is the model's (``<arch>.vocab_size``, or the embedding's rows):
     the token list must have exactly that many entries, the token types at most
-    that many, the merges at most :data:`MAX_MERGES_PER_TOKEN` per token, and the
-    bos / eos ids must name one of the tokens.
+    that many and the merges at most :data:`MAX_MERGES_PER_TOKEN` per token; the bos / eos
+    ids are checked for type (an id past the tokens is read as none, as llama.cpp does).
     """
     tokens = array_count(file, "tokenizer.ggml.tokens")
     if tokens == 0:
@@ -238,7 +321,5 @@ def check_vocabulary_sizes(file: GGUFFile, vocab_size: int | None) -> int:
             f"at most {MAX_MERGES_PER_TOKEN} per token ({MAX_MERGES_PER_TOKEN * tokens:,})",
         )  # fmt: skip
     for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
-        token = metadata_value(file, key)
-        if token is not None and token >= tokens:
-            raise refuse(file, key, describe(token), f"a token id from 0 to {tokens - 1:,}")
+        metadata_value(file, key)  # type and range; an id past the tokens reads as none
     return tokens

@@ -209,6 +209,9 @@ class HFDecoderFolder:
                 meta[f"{arch}.{key}"] = float(c[key])
         if rope.get("rope_type") == "llama3":
             self._extra["rope_freqs.weight"] = llama3_rope_factors(head_dim, theta, rope)
+        elif rope.get("rope_type", rope.get("type")) not in (None, "default"):  # as the converter
+            meta[f"{arch}.rope.scaling.type"] = str(rope.get("rope_type", rope.get("type")))
+            meta[f"{arch}.rope.scaling.factor"] = float(rope.get("factor") or 0.0)
         template = self.path / "tokenizer_config.json"
         if template.is_file():
             try:
