@@ -32,9 +32,9 @@ from attn_explorer.models.errors import ModelError
 from attn_explorer.models.formats.dequantize import dequantize_fast
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import (
-    array_count,
     check_vocabulary_sizes,
     describe,
+    embedding_shape_error,
     metadata_value,
     refuse,
 )
@@ -188,26 +188,6 @@ class DecoderConfig:
         )
         check_tensors(file, config)
         return config
-
-
-def embedding_shape_error(file: GGUFFile, arch: str, hidden: int, vocab: int | None) -> ModelError:
-    """The embedding table is not (vocabulary, width): name the tensor, its shape and the
-    shape expected, and say when its two dimensions are swapped (a converter's mistake),
-    rather than blame the vocabulary size its rows were compared with."""
-    shape = file.shape("token_embd.weight")
-    rows = vocab or array_count(file, "tokenizer.ggml.tokens") or None
-    expected = f"({rows}, {hidden})" if rows else f"(vocabulary, {hidden})"
-    swapped = len(shape) == 2 and shape[0] == hidden and (rows is None or shape[1] == rows)
-    return ModelError(
-        f"{file.path}: tensor 'token_embd.weight' has shape {shape}; expected {expected}, one "
-        f"row of {arch}.embedding_length = {hidden} values per token"
-        + (
-            ": its two dimensions are swapped; convert the model again (llama.cpp's "
-            "convert_hf_to_gguf.py writes it as the model has it)."
-            if swapped
-            else "; the file is inconsistent."
-        )
-    )
 
 
 def layer_shapes(config: DecoderConfig, layer: int) -> dict[str, tuple[int, ...]]:

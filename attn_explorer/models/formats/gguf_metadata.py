@@ -323,3 +323,23 @@ def check_vocabulary_sizes(file: GGUFFile, vocab_size: int | None) -> int:
     for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
         metadata_value(file, key)  # type and range; an id past the tokens reads as none
     return tokens
+
+
+def embedding_shape_error(file: GGUFFile, arch: str, hidden: int, vocab: int | None) -> ModelError:
+    """The embedding table is not (vocabulary, width): name the tensor, its shape and the
+    shape expected, and say when its two dimensions are swapped (a converter's mistake),
+    rather than blame the vocabulary size its rows were compared with."""
+    shape = file.shape("token_embd.weight")
+    rows = vocab or array_count(file, "tokenizer.ggml.tokens") or None
+    expected = f"({rows}, {hidden})" if rows else f"(vocabulary, {hidden})"
+    swapped = len(shape) == 2 and shape[0] == hidden and (rows is None or shape[1] == rows)
+    return ModelError(
+        f"{file.path}: tensor 'token_embd.weight' has shape {shape}; expected {expected}, one "
+        f"row of {arch}.embedding_length = {hidden} values per token"
+        + (
+            ": its two dimensions are swapped; convert the model again (llama.cpp's "
+            "convert_hf_to_gguf.py writes it as the model has it)."
+            if swapped
+            else "; the file is inconsistent."
+        )
+    )
