@@ -50,6 +50,7 @@ from attn_explorer.models.session import Head, ModelSession
 from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.analysis_panel import AnalysisPanel
+from attn_explorer.ui.model.compare_panel import attach_compare
 from attn_explorer.ui.model.batch_controls import BatchControls
 from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail
@@ -187,6 +188,7 @@ class ModelView(QWidget):
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(self.analysis)  # its rows scroll: the dock stays narrow (≤ 360 px)
         self.lower_tabs.add(scroll, "Analysis", "Head scores, rollout, logit lens, ablation")
+        self.compare = attach_compare(self, text_row)  # a decoder's corrupted prompt: its tab
         # The grid above the tabs, or beside them when that gives bigger cells.
         self._heads = heads = HeadsSplitter(self.grid, self.lower_tabs, self.detail)
 
@@ -366,6 +368,7 @@ class ModelView(QWidget):
         remember_dock_width(self)
         self.generation.shutdown()
         self.analysis.shutdown()
+        self.compare.shutdown()
         self.installer.shutdown()
         self.detail.shutdown()
         self._runner.cancel()  # new ticket: an answer still on its way is stale
