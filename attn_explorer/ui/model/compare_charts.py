@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QSize, Qt
+from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QFileDialog, QPushButton, QWidget
 
 from attn_explorer.analysis.next_token import Candidate
@@ -175,7 +176,22 @@ def write_chart(
     if fmt not in ("png", "svg"):
         raise ValueError(f"{target.name}: choose a .png, .svg or .csv file name")
     scale = 2.0 if width is None else width / max(1, widget.width())
-    return write_atomic(target, widget_image_bytes(widget, fmt, scale, "Attention Explorer"))
+    painted = cast(QWidget, _Painted(widget))
+    return write_atomic(target, widget_image_bytes(painted, fmt, scale, "Attention Explorer"))
+
+
+class _Painted:
+    """A plot as ``widget_image_bytes`` paints it: pyqtgraph's ``GraphicsView.render``
+    takes a scene's arguments, so the widget is painted by ``QWidget.render`` itself."""
+
+    def __init__(self, widget: QWidget) -> None:
+        self._widget = widget
+
+    def size(self) -> QSize:
+        return self._widget.size()
+
+    def render(self, painter: QPainter, offset: QPoint) -> None:
+        QWidget.render(self._widget, painter, offset)
 
 
 class ChartExport(QPushButton):

@@ -1,0 +1,250 @@
+"""Journeys of issue 35 through the real window: two prompts in the model dock, compared.
+
+A user opens a tiny random decoder, types a sentence and, beside it, a corrupted prompt
+(no Enter: the pause is enough), picks the answer from the next-token bars, patches every
+head, clicks the brightest cell, compares the head in both runs and exports the map; a bad
+pair gives its one line and the previous comparison stays; swapping the prompts swaps the
+two logit differences and negates the head's difference; Stop keeps the maps already
+shown; Ctrl+Z / Ctrl+Shift+Z in the corrupted prompt undo and redo it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtWidgets import QScrollArea
+
+from attn_explorer.analysis.compare import compare
+from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
+from attn_explorer.state.storage.export import read_csv
+from tests.ui.journeys.test_model_dock_journey import click_tab, open_dock, open_gguf
+
+pytestmark = pytest.mark.journey
+
+CTRL = Qt.KeyboardModifier.ControlModifier
+SHIFT = Qt.KeyboardModifier.ShiftModifier
+#: Eight tokens each in the tiny vocabulary; they differ at position 7 (' ', 'm'/'h', 'at').
+CLEAN = " the cat sat on the mat"
+CORRUPT = " the cat sat on the hat"
+
+
+def compared(user, view) -> None:
+    """Wait for the comparison the last edit asked for."""
+    panel = view.compare
+    user.qtbot.waitUntil(lambda: not view.busy and not panel.busy, timeout=15_000)
+    user.settle()
+
+
+def open_two_prompts(user, tmp_path, width=1280, height=720):
+    path = tmp_path / "tiny-llama.gguf"
+    write_tiny_gguf(path, num_layers=3)
+    view = open_dock(user, width, height)
+    open_gguf(user, path)
+    user.click(view.sentence_edit)
+    user.type_text(CLEAN, widget=view.sentence_edit)
+    user.qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=15_000)
+    edit = view.compare.corrupt_edit
+    assert edit.isVisible() and not view.pair_edit.isVisible()  # a decoder: corrupted prompt
+    user.click(edit)
+    user.type_text(CORRUPT, widget=edit)
+    compared(user, view)
+    click_tab(user, view, "Compare")
+    return view, path
+
+
+def shown_differences(panel) -> tuple[float, float]:
+    """The two logit differences as the tab writes them, large."""
+    text = panel.diff_label.text()
+    numbers = [float(part.split("</b>")[0]) for part in text.split("<b>")[1:]]
+    return numbers[0], numbers[1]
+
+
+def click_page(user, panel, name: str) -> None:
+    bar = panel.pages.tabBar()
+    index = [bar.tabText(i) for i in range(bar.count())].index(name)
+    user.click(bar, bar.tabRect(index).center())
+
+
+def click_chart(user, plot, x: float, y: float) -> None:
+    """Scroll the plot into view, as a user does, then a left click where it draws view
+    point (x, y)."""
+    scroll = plot.parent()
+    while scroll is not None and not isinstance(scroll, QScrollArea):
+        scroll = scroll.parent()
+    if scroll is not None:
+        scroll.ensureWidgetVisible(plot, 0, 0)
+        user.settle()
+    box = plot.getPlotItem().getViewBox()
+    point = plot.mapFromScene(box.mapViewToScene(QPointF(x, y)))
+    plot.ensurePolished()
+    user.qtbot.wait(30)  # pyqtgraph drops a click right after a move
+    user.click(plot.viewport(), point)
+
+
+def test_two_prompts_pick_the_answer_patch_click_the_brightest_head_and_export(user, tmp_path):
+    view, path = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    outcome = panel.state.outcome
+    assert outcome is not None, panel.line.text()
+    model = view.session.cache.loaded(str(path))
+    expected = compare(model, CLEAN, CORRUPT)
+    clean, corrupt = shown_differences(panel)
+    assert clean == pytest.approx(expected.logit_diff_clean, abs=1e-3)
+    assert corrupt == pytest.approx(expected.logit_diff_corrupt, abs=1e-3)
+    # the aligned tokens: the differing position is marked, the others are not
+    assert panel.alignment.differ == [i for i in range(8) if CLEAN_IDS(model)[i] != CORRUPT_IDS(model)[i]]
+    assert panel.alignment.item(0, 6).font().bold() and not panel.alignment.item(0, 0).font().bold()
+
+    # pick the answer from the bars: the third listed token
+    click_page(user, panel, "Next token")
+    chosen = panel.bars.ids[2]
+    click_chart(user, panel.bars.widget, 0.02, 2)
+    compared(user, view)
+    assert view.session.answer == chosen
+    assert panel.answer_edit.text() == model.tokenizer.readable(chosen)
+    expected = compare(model, CLEAN, CORRUPT, answer=chosen)
+    assert panel.state.outcome.comparison.answer_id == chosen
+    assert shown_differences(panel)[0] == pytest.approx(expected.logit_diff_clean, abs=1e-3)
+
+    # patch every head, click the brightest cell: that head opens in both runs
+    click_page(user, panel, "Patching")
+    page = panel.patching
+    user.click(page.heads_button)
+    user.qtbot.waitUntil(lambda: page.state.heads is not None, timeout=15_000)
+    heads = page.state.heads
+    np.testing.assert_array_equal(page.heads_map.image.image, heads)
+    layer, head = divmod(int(np.abs(heads).argmax()), heads.shape[1])
+    click_chart(user, page.heads_map.widget, head + 0.5, layer + 0.5)
+    assert view.session.selected_head == (layer, head)
+    assert panel.pages.currentWidget() is panel.side
+    side = panel.side
+    np.testing.assert_allclose(side.clean.image.image, view.result.weights[layer, head])
+    np.testing.assert_allclose(side.corrupt.image.image, panel.state.outcome.corrupt.weights[layer, head])
+    np.testing.assert_allclose(
+        side.difference.image.image,
+        view.result.weights[layer, head] - panel.state.outcome.corrupt.weights[layer, head],
+    )
+    low, high = side.difference.bar.levels()
+    assert low == pytest.approx(-high)  # diverging, centred on 0
+
+    # export the heads map as CSV through the export form
+    click_page(user, panel, "Patching")
+    target = tmp_path / "heads-map.csv"
+
+    def choose_csv(dialog):
+        from PySide6.QtWidgets import QComboBox
+
+        combo = [c for c in dialog.findChildren(QComboBox) if c.findData("csv") >= 0][0]
+        combo.setCurrentIndex(combo.findData("csv"))
+
+    user.accept_form(choose_csv)
+    user.pick_file(target)
+    user.click(page.heads_export)
+    rows, columns, values = read_csv(target)
+    assert rows[0] == "layer 1" and columns[0] == "head 1"
+    np.testing.assert_allclose(values, heads)
+    png = tmp_path / "heads-map.png"
+    user.accept_form()
+    user.pick_file(png)
+    user.click(page.heads_export)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def CLEAN_IDS(model):  # noqa: N802  # named as the prompt it tokenizes
+    return model.tokenizer.encode(CLEAN)
+
+
+def CORRUPT_IDS(model):  # noqa: N802
+    return model.tokenizer.encode(CORRUPT)
+
+
+def test_a_bad_pair_says_why_in_one_line_and_the_comparison_stays(user, tmp_path):
+    view, _ = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    before = panel.state.outcome
+    shown = panel.diff_label.text()
+    edit = panel.corrupt_edit
+    user.click(edit)
+    user.type_text(" and a dog", widget=edit)  # more tokens than the sentence
+    compared(user, view)
+    line = panel.line.text()
+    assert line.startswith("The corrupted prompt must have as many tokens as the sentence")
+    assert "\n" not in line
+    assert panel.state.outcome is before and panel.diff_label.text() == shown
+    # an answer that is not one token
+    for _ in " and a dog":
+        user.press(Qt.Key.Key_Backspace, widget=edit)
+    compared(user, view)
+    assert panel.line.text().startswith("Compared"), panel.line.text()
+    user.click(panel.answer_edit)
+    user.type_text(" the cat", widget=panel.answer_edit)
+    compared(user, view)
+    assert panel.line.text().startswith("Answer:"), panel.line.text()
+    assert panel.state.outcome is not None and panel.diff_label.text() == shown
+
+
+def test_swapping_the_prompts_swaps_the_differences_and_negates_the_head(user, tmp_path):
+    view, path = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    outcome = panel.state.outcome
+    answer, wrong = outcome.comparison.answer_id, outcome.comparison.wrong_id
+    # fix the tokens (defaults follow the runs), then swap the two texts
+    panel.pick_combo.setCurrentIndex(0)
+    click_page(user, panel, "Next token")
+    click_chart(user, panel.bars.widget, 0.02, panel.bars.ids.index(answer))
+    panel.pick_combo.setCurrentIndex(1)
+    click_chart(user, panel.bars.widget, 0.02, panel.bars.ids.index(wrong))
+    compared(user, view)
+    clean, corrupt = shown_differences(panel)
+    view.select_head(1, 2)
+    before = panel.side.difference.image.image.copy()
+    for edit, text in ((view.sentence_edit, CORRUPT), (panel.corrupt_edit, CLEAN)):
+        user.click(edit)
+        edit.selectAll()
+        user.type_text(text, widget=edit)
+    compared(user, view)
+    user.qtbot.waitUntil(lambda: panel.state.outcome.comparison.clean_tokens[6] == "h", timeout=15_000)
+    compared(user, view)
+    assert shown_differences(panel) == pytest.approx((corrupt, clean), abs=1e-3)
+    np.testing.assert_allclose(panel.side.difference.image.image, -before, atol=1e-6)
+
+
+def test_stop_mid_scan_keeps_the_maps_already_shown(user, tmp_path):
+    view, _ = open_two_prompts(user, tmp_path)
+    page = view.compare.patching
+    click_page(user, view.compare, "Patching")
+    user.click(page.heads_button)
+    user.qtbot.waitUntil(lambda: page.state.heads is not None, timeout=15_000)
+    first = page.heads_map.image.image.copy()
+    # a second scan, stopped at once: its answer (if it comes) is dropped
+    user.qtbot.mouseClick(page.residual_button, Qt.MouseButton.LeftButton)
+    assert page.stop_button.isEnabled()
+    user.qtbot.mouseClick(page.stop_button, Qt.MouseButton.LeftButton)
+    user.qtbot.waitUntil(lambda: not page.runner.is_busy(), timeout=15_000)
+    user.qtbot.wait(300)  # time for a dropped answer to arrive, were it not dropped
+    user.settle()
+    assert page.line.text().startswith("Stopped")
+    assert page.state.residual is None
+    np.testing.assert_array_equal(page.heads_map.image.image, first)
+    assert page.heads_button.isEnabled() and not page.stop_button.isEnabled()
+
+
+def test_undo_and_redo_of_the_corrupted_prompt(user, tmp_path):
+    view, _ = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    edit = panel.corrupt_edit
+    user.click(edit)
+    edit.end(False)
+    user.press(Qt.Key.Key_Backspace, widget=edit)
+    user.press(Qt.Key.Key_Backspace, widget=edit)
+    shorter = CORRUPT[:-2]  # ' the cat sat on the h': 7 tokens
+    assert edit.text() == shorter and view.session.corrupt == shorter
+    compared(user, view)
+    assert panel.line.text().startswith("The corrupted prompt must have as many tokens")
+    user.press(Qt.Key.Key_Z, CTRL, widget=edit)
+    assert edit.text() == CORRUPT and view.session.corrupt == CORRUPT
+    compared(user, view)
+    assert panel.line.text().startswith("Compared"), panel.line.text()
+    user.press(Qt.Key.Key_Z, CTRL | SHIFT, widget=edit)
+    assert edit.text() == shorter and view.session.corrupt == shorter
