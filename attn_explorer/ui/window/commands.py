@@ -91,6 +91,9 @@ class Commands:
         elif name == "model":
             model: ModelView = view  # type: ignore[assignment]  # the "model" payload
             model.headTaken.connect(self.take_model_head)
+            from attn_explorer.ui.model.prompt_files import keep_prompts
+
+            keep_prompts(model, self.state.document)  # File ▸ Save keeps the dock's prompts
 
     # -- the explorer -------------------------------------------------------------------------
     def set_strategy(self, name: str) -> None:

@@ -10,6 +10,8 @@ shown; Ctrl+Z / Ctrl+Shift+Z in the corrupted prompt undo and redo it.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
@@ -248,3 +250,27 @@ def test_undo_and_redo_of_the_corrupted_prompt(user, tmp_path):
     assert panel.line.text().startswith("Compared"), panel.line.text()
     user.press(Qt.Key.Key_Z, CTRL | SHIFT, widget=edit)
     assert edit.text() == shorter and view.session.corrupt == shorter
+
+
+def test_save_and_reopen_a_session_with_both_prompts(user, tmp_path):
+    view, _ = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    saved = tmp_path / "two-prompts.json"
+    user.pick_file(saved)
+    user.choose("File", "Save As…")
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    assert data["version"] == 2
+    assert data["prompts"] == {"text": CLEAN, "corrupt": CORRUPT, "answer": "", "wrong": ""}
+    # change both prompts, then open the saved file: both come back, and run again
+    for edit in (view.sentence_edit, panel.corrupt_edit):
+        user.click(edit)
+        edit.selectAll()
+        user.type_text(" a dog", widget=edit)
+    compared(user, view)
+    user.pick_file(saved)
+    user.choose("File", "Open…")
+    assert view.sentence_edit.text() == CLEAN and panel.corrupt_edit.text() == CORRUPT
+    compared(user, view)
+    user.qtbot.waitUntil(lambda: panel.state.outcome is not None, timeout=15_000)
+    assert panel.state.outcome.comparison.corrupt_tokens[6] == "h"
+    assert panel.line.text().startswith("Compared")
