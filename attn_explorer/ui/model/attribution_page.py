@@ -97,7 +97,7 @@ class AttributionPage(QWidget):
         ticks = [(0.0, "emb"), *((float(n), str(n)) for n in range(step, len(layers) + 1, step))]
         self.bars_item.getAxis("bottom").setTicks([ticks])
         self.bars_item.setXRange(-0.7, len(layers) + 0.7)
-        self.bars_item.setTitle(f"grey: embeddings · blue: attention · orange: MLP · total {a.total:+.3f}")
+        self.bars_item.setTitle("blue: attention · orange: MLP")
         if a.heads is None:
             self.heads_map.clear("")
             self.heads_map.widget.setVisible(False)
@@ -113,7 +113,7 @@ class AttributionPage(QWidget):
                 np.asarray(a.heads, dtype=np.float64),
                 [str(n + 1) for n in range(n_layers)],
                 [str(n + 1) for n in range(n_heads)],
-                "each head's direct logit difference · rows = layer, columns = head",
+                "each head's share",
             )
 
     def _bars_table(self):

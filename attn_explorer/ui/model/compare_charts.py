@@ -142,7 +142,7 @@ class TwoRunBars:
         self.item.getAxis("left").setTicks([list(enumerate(self.labels))])
         self.item.setXRange(0, 1)
         self.item.setYRange(-0.6, len(self.ids) - 0.4)
-        self.item.setTitle("blue: clean · orange: corrupted · click a token to pick it")
+        self.item.setTitle("blue: clean · orange: corrupted")
 
     def row_at(self, scene_pos: Any) -> int | None:
         """The token row under a scene position, or None outside the bars."""

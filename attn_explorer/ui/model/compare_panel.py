@@ -28,9 +28,12 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QScrollArea,
+    QStackedWidget,
+    QStyle,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -65,8 +68,8 @@ PAIR_NEXT = {
     "equal": "change the corrupted prompt, the answer or the wrong token",
     "encoder": "choose a decoder model",
 }
-#: The tab's content is taller than a short dock: it scrolls rather than squeezing charts.
-COMPARE_MIN_HEIGHT = 1100
+#: The page is taller than a short dock: it scrolls rather than squeezing its charts.
+COMPARE_MIN_HEIGHT = 1000
 
 
 class ModelViewParts(Protocol):
@@ -74,7 +77,7 @@ class ModelViewParts(Protocol):
 
     session: ModelSession
     pair_edit: QLineEdit
-    lower_tabs: QTabWidget
+    _pages: QStackedWidget
 
     def _show_status(self, text: str, level: str) -> None: ...
 
@@ -95,9 +98,16 @@ class TokenAlignment(QTableWidget):
         self.setVerticalHeaderLabels(["clean", "corrupted"])
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.horizontalHeader().setDefaultSectionSize(60)
-        rows = 2 * self.verticalHeader().defaultSectionSize()
-        self.setFixedHeight(rows + self.horizontalHeader().sizeHint().height() + 22)
-        self.differ: list[int] = []
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # two rows
+        self.differ: list[int] = []  # the positions (from 0) where the tokens differ
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """Both rows, the header and the horizontal scroll bar, nothing cut."""
+        rows = self.rowHeight(0) + self.rowHeight(1)
+        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        header = self.horizontalHeader().sizeHint().height()
+        self.setFixedHeight(rows + header + bar + 2 * self.frameWidth() + 2)
 
     def show_tokens(self, clean: list[str], corrupt: list[str]) -> None:
         """Fill both rows; mark (bold, shaded) the positions where the tokens differ."""
@@ -118,8 +128,10 @@ class TokenAlignment(QTableWidget):
                     font.setBold(True)
                     cell.setFont(font)
                     cell.setBackground(Qt.GlobalColor.yellow)
+                    cell.setForeground(Qt.GlobalColor.black)  # readable in both palettes
                 self.setItem(row, column, cell)
         self.resizeColumnsToContents()
+        self._fit_height()
 
 
 class ComparePanel(QWidget):
@@ -135,6 +147,7 @@ class ComparePanel(QWidget):
         super().__init__()
         self.session, self.report = session, report
         self.corrupt_edit: QLineEdit | None = None  # beside the sentence (attach_compare)
+        self.toggle: QToolButton | None = None  # "Compare", beside it
         self.state = CompareState()
         self.runner = LatestRunner(self)
         self._debounce = QTimer(self)
@@ -173,6 +186,7 @@ class ComparePanel(QWidget):
         next_page = QWidget()
         column = QVBoxLayout(next_page)
         column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.pick_combo, 0, Qt.AlignmentFlag.AlignLeft)
         column.addWidget(self.bars.widget, 1)
         column.addWidget(self.bars_export, 0, Qt.AlignmentFlag.AlignRight)
         self.pages = QTabWidget()
@@ -185,7 +199,6 @@ class ComparePanel(QWidget):
         tokens_row = QHBoxLayout()
         tokens_row.addWidget(self.answer_edit, 1)
         tokens_row.addWidget(self.wrong_edit, 1)
-        tokens_row.addWidget(self.pick_combo)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.diff_label)
@@ -354,34 +367,56 @@ class ComparePanel(QWidget):
 
 
 def attach_compare(view: ModelViewParts, text_row: QHBoxLayout) -> ComparePanel:
-    """Give the model view its Compare tab and, beside the sentence, the corrupted prompt.
+    """Give the model view its Compare page and, beside the sentence, the corrupted prompt.
 
     The corrupted prompt's box replaces the second sentence's (a BERT pair) while the
     result is a decoder's: a decoder reads one text, an encoder has no next token to
-    compare. Kept here so the model view only places the panel.
+    compare. "Compare" beside it shows the comparison in place of the grid and its tabs
+    (all of the dock's height for the charts), and back; typing a first corrupted prompt
+    turns it on. Kept here so the model view only places the panel.
     """
     panel = ComparePanel(view.session, view._show_status)
     edit = panel.corrupt_edit = QLineEdit()
-    edit.setPlaceholderText("Corrupted prompt, to compare (e.g. one name swapped)")
+    edit.setPlaceholderText("Corrupted prompt (one name swapped)")
     edit.setToolTip(
-        "A second prompt with as many tokens: the Compare tab shows which heads carry "
-        "the difference between the two runs"
+        "A second prompt with as many tokens: Compare shows which heads carry the "
+        "difference between the two runs"
     )
-    edit.setVisible(False)
+    toggle = panel.toggle = QToolButton()
+    toggle.setText("Compare")
+    toggle.setCheckable(True)
+    toggle.setToolTip("Show the two prompts compared (logit difference, patching, attribution)")
+    for widget in (edit, toggle):
+        widget.setVisible(False)
     text_row.addWidget(edit, 2)
-    edit.textChanged.connect(view.session.set_corrupt)
+    text_row.addWidget(toggle)
     scroll = QScrollArea(widgetResizable=True)
     scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # it fits
     panel.setMinimumHeight(COMPARE_MIN_HEIGHT)
     scroll.setWidget(panel)  # its charts scroll: the dock may be short
-    view.lower_tabs.add(scroll, "Compare", "Two prompts: logit difference, patching, attribution")
-    panel.headOpened.connect(lambda *_: view.lower_tabs.setCurrentWidget(scroll))
+    view._pages.addWidget(scroll)
+
+    def show_page() -> None:
+        if toggle.isChecked() and toggle.isVisible():
+            view._pages.setCurrentWidget(scroll)
+        elif view._pages.currentWidget() is scroll:
+            view._pages.setCurrentIndex(1 if view.session.result is not None else 0)
 
     def follow_result() -> None:
         result = view.session.result
         decoder = result is not None and result.causal
         edit.setVisible(decoder)
+        toggle.setVisible(decoder)
         view.pair_edit.setVisible(not decoder)
+        show_page()
 
+    def on_typed(text: str) -> None:
+        if text.strip() and not view.session.corrupt.strip():
+            toggle.setChecked(True)  # a first corrupted prompt: show what it does
+        view.session.set_corrupt(text)
+
+    edit.textChanged.connect(on_typed)
+    toggle.toggled.connect(lambda _: show_page())
     view.session.events.result.connect(follow_result)
     return panel

@@ -188,7 +188,6 @@ class ModelView(QWidget):
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(self.analysis)  # its rows scroll: the dock stays narrow (≤ 360 px)
         self.lower_tabs.add(scroll, "Analysis", "Head scores, rollout, logit lens, ablation")
-        self.compare = attach_compare(self, text_row)  # a decoder's corrupted prompt: its tab
         # The grid above the tabs, or beside them when that gives bigger cells.
         self._heads = heads = HeadsSplitter(self.grid, self.lower_tabs, self.detail)
 
@@ -208,6 +207,7 @@ class ModelView(QWidget):
         self._pages.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         # A long pass's finished layers in the grid (page 1) while the rest run.
         self.passes = PassPreviews(self._runner, self.grid, self.session, self._pages)
+        self.compare = attach_compare(self, text_row)  # a decoder's corrupted prompt: page 2
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)  # every pixel counts in a side dock

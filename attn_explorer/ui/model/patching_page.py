@@ -67,8 +67,10 @@ class PatchingPage(QWidget):
         super().__init__()
         self.session, self.state, self._model, self.report = session, state, model, report
         self.runner = LatestRunner(self)
-        self.heads_button = QPushButton("Patch every head")
-        self.residual_button = QPushButton("Patch residual stream")
+        self.heads_button = QPushButton("every head")
+        self.heads_button.setToolTip("Patch each head alone: a layers × heads map")
+        self.residual_button = QPushButton("residual stream")
+        self.residual_button.setToolTip("Patch each block's input at each position")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setEnabled(False)
         self.progress = QProgressBar()
@@ -99,8 +101,12 @@ class PatchingPage(QWidget):
 
     def _layout(self) -> None:
         buttons = QHBoxLayout()
-        for button in (self.heads_button, self.residual_button, self.stop_button):
+        buttons.addWidget(QLabel("Patch:"))
+        for button in (self.heads_button, self.residual_button):
             buttons.addWidget(button)
+        under_way = QHBoxLayout()
+        under_way.addWidget(self.progress, 1)
+        under_way.addWidget(self.stop_button)
         heads_row = QHBoxLayout()
         heads_row.addStretch(1)
         heads_row.addWidget(self.heads_export)
@@ -110,17 +116,21 @@ class PatchingPage(QWidget):
         set_row = QHBoxLayout()
         set_row.addWidget(self.set_edit, 1)
         set_row.addWidget(self.add_button)
-        set_row.addWidget(self.set_button)
+        set_buttons = QHBoxLayout()
+        set_buttons.addWidget(self.set_button)
+        set_buttons.addStretch(1)
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
         column.addLayout(buttons)
-        column.addWidget(self.progress)
+        column.addLayout(under_way)
         column.addWidget(self.line)
         column.addWidget(self.heads_map.widget, 1)
         column.addLayout(heads_row)
         column.addWidget(self.residual_map.widget, 1)
         column.addLayout(residual_row)
+        column.addWidget(QLabel("Heads patched together:"))
         column.addLayout(set_row)
+        column.addLayout(set_buttons)
         column.addWidget(self.set_label)
 
     def _connect(self) -> None:
@@ -203,11 +213,11 @@ class PatchingPage(QWidget):
         for button in (self.heads_button, self.residual_button, self.set_button):
             button.setEnabled(outcome is not None)
         if outcome is None:
-            self.heads_button.setText("Patch every head")
+            self.heads_button.setText("every head")
             self.line.setText("Type a corrupted prompt above to patch its run.")
         else:
             estimate = seconds_text(outcome.seconds)
-            self.heads_button.setText(f"Patch every head ({estimate})")
+            self.heads_button.setText(f"every head ({estimate})")
             self.line.setText(f"Patching every head takes {estimate} here.")
         self.progress.setValue(0)
         self._on_maps()
@@ -222,7 +232,7 @@ class PatchingPage(QWidget):
                 state.heads,
                 [str(n + 1) for n in range(layers)],
                 [str(n + 1) for n in range(heads)],
-                "recovered logit difference · rows = layer, columns = head",
+                "recovered logit difference",
             )
         if state.residual is None or outcome is None:
             self.residual_map.clear("Patch the residual stream to fill this map")
@@ -231,7 +241,7 @@ class PatchingPage(QWidget):
                 state.residual,
                 ["embeddings", *(str(n) for n in range(1, state.residual.shape[0]))],
                 outcome.comparison.clean_tokens,
-                "recovered logit difference · rows = block input, columns = position",
+                "recovered, by block input",
             )
         if state.head_set is None:
             self.set_label.setText("")

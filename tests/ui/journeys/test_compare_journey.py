@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QScrollArea
 from attn_explorer.analysis.compare import compare
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 from attn_explorer.state.storage.export import read_csv
-from tests.ui.journeys.test_model_dock_journey import click_tab, open_dock, open_gguf
+from tests.ui.journeys.test_model_dock_journey import open_dock, open_gguf
 
 pytestmark = pytest.mark.journey
 
@@ -51,7 +51,9 @@ def open_two_prompts(user, tmp_path, width=1280, height=720):
     user.click(edit)
     user.type_text(CORRUPT, widget=edit)
     compared(user, view)
-    click_tab(user, view, "Compare")
+    toggle = view.compare.toggle
+    assert toggle.isVisible() and toggle.isChecked()  # a first corrupted prompt shows it
+    assert view.compare.isVisible() and not view.grid.isVisible()
     return view, path
 
 
