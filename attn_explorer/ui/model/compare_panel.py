@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from attn_explorer.analysis.compare import PairError
+from attn_explorer.analysis.compare import ENCODER_REASON, PairError
 from attn_explorer.analysis.next_token import Candidate, probabilities
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.session import ModelSession
@@ -54,20 +54,16 @@ COMPARE_DEBOUNCE_MS = 300
 HINT = "Type a corrupted prompt beside the sentence to compare the two runs."
 #: How this tab words each kind of bad pair, before the analysis' own sentence.
 PAIR_WORDS = {
-    "token_count": "The corrupted prompt must have as many tokens as the sentence",
+    "token_count": "Corrupted prompt",
     "answer": "Answer",
     "wrong": "Wrong token",
     "equal": "Nothing to compare",
-    "encoder": "Compare needs a decoder (a .gguf model)",
+    "encoder": "Compare needs a decoder",
 }
-#: What to do next, after the analysis' sentence.
-PAIR_NEXT = {
-    "token_count": "edit the corrupted prompt so the two line up",
-    "answer": "type one token, or click one in the bars",
-    "wrong": "type one token, or click one in the bars",
-    "equal": "change the corrupted prompt, the answer or the wrong token",
-    "encoder": "choose a decoder model",
-}
+#: What else the window offers, after the analysis' own next step.
+PAIR_NEXT = {"answer": "or click one in the bars", "wrong": "or click one in the bars"}
+
+
 #: The page is taller than a short dock: it scrolls rather than squeezing its charts.
 COMPARE_MIN_HEIGHT = 1000
 
@@ -87,7 +83,7 @@ def pair_line(error: PairError) -> str:
     kind = getattr(error, "kind", "")
     words, after = PAIR_WORDS.get(kind, "Cannot compare"), PAIR_NEXT.get(kind, "")
     reason = str(error).rstrip(".")
-    return f"{words}: {reason}; {after}." if after else f"{words}: {reason}."
+    return f"{words}: {reason}, {after}." if after else f"{words}: {reason}."
 
 
 class TokenAlignment(QTableWidget):
@@ -252,7 +248,7 @@ class ComparePanel(QWidget):
         if session.result is None:
             return  # the sentence's run comes first; its result asks again
         if not session.result.causal:
-            self._say(pair_line(PairError("encoder", "an encoder has no next token")), "error")
+            self._say(pair_line(PairError("encoder", ENCODER_REASON)), "error")
             return
         model = self.decoder()
         if model is None:

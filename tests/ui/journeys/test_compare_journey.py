@@ -173,7 +173,7 @@ def test_a_bad_pair_says_why_in_one_line_and_the_comparison_stays(user, tmp_path
     user.type_text(" and a dog", widget=edit)  # more tokens than the sentence
     compared(user, view)
     line = panel.line.text()
-    assert line.startswith("The corrupted prompt must have as many tokens as the sentence")
+    assert line.startswith("Corrupted prompt: the corrupted prompt is ")
     assert "\n" not in line
     assert panel.state.outcome is before and panel.diff_label.text() == shown
     # an answer that is not one token
@@ -245,7 +245,7 @@ def test_undo_and_redo_of_the_corrupted_prompt(user, tmp_path):
     shorter = CORRUPT[:-2]  # ' the cat sat on the h': 7 tokens
     assert edit.text() == shorter and view.session.corrupt == shorter
     compared(user, view)
-    assert panel.line.text().startswith("The corrupted prompt must have as many tokens")
+    assert panel.line.text().startswith("Corrupted prompt: the corrupted prompt is 7 tokens")
     user.press(Qt.Key.Key_Z, CTRL, widget=edit)
     assert edit.text() == CORRUPT and view.session.corrupt == CORRUPT
     compared(user, view)
