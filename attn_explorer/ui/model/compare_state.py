@@ -36,8 +36,9 @@ from attn_explorer.state.events import Event
 
 #: Next tokens listed per run in the bars (the answer and the wrong token are always added).
 TOP_K = 8
-#: A patching scan predicted to take longer than this asks before it starts.
-LONG_SCAN_S = 10.0
+#: A patching scan predicted to take longer than this asks before it starts (SmolLM2's
+#: name prompts, 14 tokens, are estimated at 10-40 s for both maps, by the machine's load).
+LONG_SCAN_S = 30.0
 
 Progress = Callable[[float, str], None]
 ShouldStop = Callable[[], bool]
@@ -55,7 +56,7 @@ class CompareOutcome:
     corrupt_top: list[Candidate]
     answer: str  # the answer and wrong tokens as the model writes them
     wrong: str
-    seconds: float  # estimated time of patching every head (and of the residual stream)
+    seconds: float  # estimated time of both patching maps (every head, the residual stream)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,9 @@ def compare_job(
             corrupt_top=next_token(comparison.corrupt_logits, readable, TOP_K),
             answer=readable(comparison.answer_id),
             wrong=readable(comparison.wrong_id),
-            seconds=float(estimate_seconds(model, len(comparison.clean_tokens))),
+            seconds=float(
+                estimate_seconds(model, len(comparison.clean_tokens), comparison.first_diff)
+            ),
         )
 
     return job

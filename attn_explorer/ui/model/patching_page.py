@@ -162,7 +162,7 @@ class PatchingPage(QWidget):
                 self,
                 "A long scan",
                 f"Patching every {'head' if kind == 'heads' else 'position'} will take "
-                f"{seconds_text(outcome.seconds)}. Start it? (Stop ends it at any time.)",
+                f"up to {seconds_text(outcome.seconds)}. Start it? (Stop ends it at any time.)",
             )
             if answer != QMessageBox.StandardButton.Yes:
                 return False
@@ -218,7 +218,7 @@ class PatchingPage(QWidget):
         else:
             estimate = seconds_text(outcome.seconds)
             self.heads_button.setText(f"every head ({estimate})")
-            self.line.setText(f"Patching every head takes {estimate} here.")
+            self.line.setText(f"Patching takes up to {estimate} here (both maps).")
         self.progress.setValue(0)
         self._on_maps()
 

