@@ -68,8 +68,7 @@ def prompts_problem(value: Any) -> tuple[str, str] | None:
             return path, f"expected {what}"
         if len(item) > MAX_PROMPT_CHARS:
             return path, (
-                f"{len(item):,} characters long, over the limit of {MAX_PROMPT_CHARS:,}; "
-                "shorten it"
+                f"{len(item):,} characters long, over the limit of {MAX_PROMPT_CHARS:,}; shorten it"
             )
     return None
 

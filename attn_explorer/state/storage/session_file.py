@@ -442,7 +442,9 @@ def session_from_dict(data: Any) -> LoadedSession:
     prompts = None
     if "prompts" in top:
         if version < PROMPTS_VERSION:
-            raise _fail("prompts", f"needs format version {PROMPTS_VERSION}, the file says {version}")
+            raise _fail(
+                "prompts", f"needs format version {PROMPTS_VERSION}, the file says {version}"
+            )
         problem_at = prompts_problem(top["prompts"])
         if problem_at is not None:
             raise _fail(*problem_at)

@@ -86,7 +86,9 @@ class AttributionPage(QWidget):
             return
         a = outcome.attribution
         layers = np.arange(1, len(a.attn) + 1, dtype=np.float64)
-        self.bars_item.addItem(pg.BarGraphItem(x=[0.0], height=[a.embed], width=0.6, brush=EMBED_RGB))
+        self.bars_item.addItem(
+            pg.BarGraphItem(x=[0.0], height=[a.embed], width=0.6, brush=EMBED_RGB)
+        )
         self.bars_item.addItem(
             pg.BarGraphItem(x=layers - 0.18, height=a.attn, width=0.36, brush=CLEAN_RGB)
         )

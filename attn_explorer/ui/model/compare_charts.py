@@ -37,11 +37,11 @@ class CellImage(pg.ImageItem):
         self._clicked = clicked
 
     def mouseClickEvent(self, ev: Any) -> None:
-        if self._clicked is not None and ev.button() == Qt.MouseButton.LeftButton:
-            if self.image is not None:
-                ev.accept()
-                pos = ev.pos()
-                self._clicked(int(np.floor(pos.y())), int(np.floor(pos.x())))
+        left = ev.button() == Qt.MouseButton.LeftButton
+        if self._clicked is not None and left and self.image is not None:
+            ev.accept()
+            pos = ev.pos()
+            self._clicked(int(np.floor(pos.y())), int(np.floor(pos.x())))
 
 
 def chart(left: str, bottom: str, invert: bool = True) -> tuple[pg.PlotWidget, pg.PlotItem]:
@@ -149,7 +149,7 @@ class TwoRunBars:
         box = self.item.getViewBox()
         if not box.sceneBoundingRect().contains(scene_pos):
             return None
-        row = int(round(box.mapSceneToView(scene_pos).y()))
+        row = round(box.mapSceneToView(scene_pos).y())
         return row if 0 <= row < len(self.ids) else None
 
     def _on_click(self, event: Any) -> None:
@@ -195,7 +195,7 @@ class _Painted:
 
 
 class ChartExport(QPushButton):
-    """"Export…" under a chart: the export form, a file name, then :func:`write_chart`.
+    """ "Export…" under a chart: the export form, a file name, then :func:`write_chart`.
 
     ``table()`` gives the chart's numbers for CSV, or None while it shows nothing;
     ``report(text, level)`` says what happened on the dock's status line.

@@ -196,3 +196,17 @@ class CompareState:
         if self.outcome is not None:
             self.outcome, self.heads, self.residual, self.head_set = None, None, None, None
             self.events.outcome.emit()
+
+
+def circuit_heads(patched: np.ndarray, attributed: np.ndarray, count: int) -> list[Head]:
+    """The ``count`` heads high in both maps, best first: each head's smaller share of the
+    two maps' largest values (a head that recovers much of the difference when patched
+    *and* writes much of it straight to the answer, as Wang et al. 2022 find name movers);
+    heads low or negative in either are left out."""
+    peak_patched, peak_attributed = float(np.max(patched)), float(np.max(attributed))
+    if peak_patched <= 0 or peak_attributed <= 0:
+        return []
+    both = np.minimum(patched / peak_patched, attributed / peak_attributed)  # (L, H)
+    order = np.argsort(-both, axis=None, kind="stable")[:count]
+    heads = [divmod(int(i), patched.shape[1]) for i in order if both.flat[int(i)] > 0]
+    return [(int(layer), int(head)) for layer, head in heads]

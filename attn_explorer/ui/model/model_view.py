@@ -50,8 +50,8 @@ from attn_explorer.models.session import Head, ModelSession
 from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.analysis_panel import AnalysisPanel
-from attn_explorer.ui.model.compare_panel import attach_compare
 from attn_explorer.ui.model.batch_controls import BatchControls
+from attn_explorer.ui.model.compare_panel import attach_compare
 from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail
 from attn_explorer.ui.model.heads_splitter import HeadsSplitter, LowerTabs

@@ -283,8 +283,10 @@ class PatchingPage(QWidget):
         heatmap = self.heads_map
         if heatmap.values is None:
             return None
-        return [f"layer {r}" for r in heatmap.rows], [f"head {c}" for c in heatmap.columns], (
-            heatmap.values
+        return (
+            [f"layer {r}" for r in heatmap.rows],
+            [f"head {c}" for c in heatmap.columns],
+            (heatmap.values),
         )
 
     def _residual_table(self):

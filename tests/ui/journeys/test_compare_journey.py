@@ -98,7 +98,9 @@ def test_two_prompts_pick_the_answer_patch_click_the_brightest_head_and_export(u
     assert clean == pytest.approx(expected.logit_diff_clean, abs=1e-3)
     assert corrupt == pytest.approx(expected.logit_diff_corrupt, abs=1e-3)
     # the aligned tokens: the differing position is marked, the others are not
-    assert panel.alignment.differ == [i for i in range(8) if CLEAN_IDS(model)[i] != CORRUPT_IDS(model)[i]]
+    assert panel.alignment.differ == [
+        i for i in range(8) if CLEAN_IDS(model)[i] != CORRUPT_IDS(model)[i]
+    ]
     assert panel.alignment.item(0, 6).font().bold() and not panel.alignment.item(0, 0).font().bold()
 
     # pick the answer from the bars: the third listed token
@@ -125,7 +127,9 @@ def test_two_prompts_pick_the_answer_patch_click_the_brightest_head_and_export(u
     assert panel.pages.currentWidget() is panel.side
     side = panel.side
     np.testing.assert_allclose(side.clean.image.image, view.result.weights[layer, head])
-    np.testing.assert_allclose(side.corrupt.image.image, panel.state.outcome.corrupt.weights[layer, head])
+    np.testing.assert_allclose(
+        side.corrupt.image.image, panel.state.outcome.corrupt.weights[layer, head]
+    )
     np.testing.assert_allclose(
         side.difference.image.image,
         view.result.weights[layer, head] - panel.state.outcome.corrupt.weights[layer, head],
@@ -140,7 +144,7 @@ def test_two_prompts_pick_the_answer_patch_click_the_brightest_head_and_export(u
     def choose_csv(dialog):
         from PySide6.QtWidgets import QComboBox
 
-        combo = [c for c in dialog.findChildren(QComboBox) if c.findData("csv") >= 0][0]
+        combo = next(c for c in dialog.findChildren(QComboBox) if c.findData("csv") >= 0)
         combo.setCurrentIndex(combo.findData("csv"))
 
     user.accept_form(choose_csv)
@@ -156,11 +160,11 @@ def test_two_prompts_pick_the_answer_patch_click_the_brightest_head_and_export(u
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def CLEAN_IDS(model):  # noqa: N802  # named as the prompt it tokenizes
+def CLEAN_IDS(model):  # named as the prompt it tokenizes
     return model.tokenizer.encode(CLEAN)
 
 
-def CORRUPT_IDS(model):  # noqa: N802
+def CORRUPT_IDS(model):
     return model.tokenizer.encode(CORRUPT)
 
 
@@ -190,7 +194,7 @@ def test_a_bad_pair_says_why_in_one_line_and_the_comparison_stays(user, tmp_path
 
 
 def test_swapping_the_prompts_swaps_the_differences_and_negates_the_head(user, tmp_path):
-    view, path = open_two_prompts(user, tmp_path)
+    view, _ = open_two_prompts(user, tmp_path)
     panel = view.compare
     outcome = panel.state.outcome
     answer, wrong = outcome.comparison.answer_id, outcome.comparison.wrong_id
@@ -209,7 +213,9 @@ def test_swapping_the_prompts_swaps_the_differences_and_negates_the_head(user, t
         edit.selectAll()
         user.type_text(text, widget=edit)
     compared(user, view)
-    user.qtbot.waitUntil(lambda: panel.state.outcome.comparison.clean_tokens[6] == "h", timeout=15_000)
+    user.qtbot.waitUntil(
+        lambda: panel.state.outcome.comparison.clean_tokens[6] == "h", timeout=15_000
+    )
     compared(user, view)
     assert shown_differences(panel) == pytest.approx((corrupt, clean), abs=1e-3)
     np.testing.assert_allclose(panel.side.difference.image.image, -before, atol=1e-6)
@@ -298,7 +304,9 @@ def test_smollm2_the_name_prompts_patch_every_head_and_open_the_brightest(user, 
     panel = view.compare
     user.click(panel.corrupt_edit)
     user.type_text(IOI_CORRUPT, widget=panel.corrupt_edit)
-    user.qtbot.waitUntil(lambda: panel.state.outcome is not None and not panel.busy, timeout=120_000)
+    user.qtbot.waitUntil(
+        lambda: panel.state.outcome is not None and not panel.busy, timeout=120_000
+    )
     outcome = panel.state.outcome
     assert outcome.answer == " Mary" and outcome.wrong == " John"  # the defaults
     clean, corrupt = shown_differences(panel)
