@@ -327,3 +327,62 @@ def test_smollm2_the_name_prompts_patch_every_head_and_open_the_brightest(user, 
     assert panel.side.title.text().startswith(f"layer {layer + 1} · head {head + 1}")
     attribution = outcome.attribution
     assert attribution.total == pytest.approx(clean, rel=1e-3, abs=1e-3)
+
+
+def test_patch_a_set_of_heads_and_read_the_attribution(user, tmp_path):
+    from attn_explorer.analysis.attribution import logit_attribution
+    from attn_explorer.analysis.patching import patch_head_set
+
+    view, path = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    model = view.session.cache.loaded(str(path))
+    comparison = panel.state.outcome.comparison
+    click_page(user, panel, "Patching")
+    page = panel.patching
+    # a head that is not one: its line, and nothing patched
+    user.click(page.set_edit)
+    user.type_text("9.9", widget=page.set_edit)
+    user.click(page.set_button)
+    assert view.status_label.text().startswith(
+        "Heads to patch together: '9.9' is not a head of this model: layers 1 … 3, heads 1 … 4"
+    )
+    assert page.state.head_set is None
+    page.set_edit.selectAll()
+    user.type_text("2.3", widget=page.set_edit)
+    view.select_head(0, 1)
+    user.click(page.add_button)
+    assert page.set_edit.text() == "2.3, 1.2"
+    user.click(page.set_button)
+    user.qtbot.waitUntil(lambda: page.state.head_set is not None, timeout=15_000)
+    expected = patch_head_set(model, comparison, ((1, 2), (0, 1)))
+    assert page.state.head_set.recovered == pytest.approx(expected, abs=1e-6)
+    assert page.set_label.text().startswith(f"2.3, 1.2 patched together recover {expected:+.3f}")
+
+    # the attribution: bars per component, a heads map, the total beside the difference
+    click_page(user, panel, "Attribution")
+    attribution = logit_attribution(model, comparison)
+    page = panel.attribution
+    bars = [item.opts["height"] for item in page.bars_item.items if "height" in item.opts]
+    np.testing.assert_allclose(bars[0], [attribution.embed], rtol=1e-5)
+    np.testing.assert_allclose(bars[1], attribution.attn, rtol=1e-5)
+    np.testing.assert_allclose(bars[2], attribution.mlp, rtol=1e-5)
+    np.testing.assert_allclose(page.heads_map.image.image, attribution.heads, rtol=1e-5)
+    assert f"attribution total {attribution.total:+.3f}" in panel.diff_label.text()
+    assert attribution.total == pytest.approx(comparison.logit_diff_clean, rel=1e-3)
+    target = tmp_path / "attribution.csv"
+
+    def choose_csv(dialog):
+        from PySide6.QtWidgets import QComboBox
+
+        combo = next(c for c in dialog.findChildren(QComboBox) if c.findData("csv") >= 0)
+        combo.setCurrentIndex(combo.findData("csv"))
+
+    user.accept_form(choose_csv)
+    user.pick_file(target)
+    user.click(page.bars_export)
+    rows, columns, values = read_csv(target)
+    assert rows == ["embeddings", "layer 1", "layer 2", "layer 3"]
+    assert columns == ["attention", "mlp"]
+    np.testing.assert_allclose(values[1:, 0], attribution.attn, rtol=1e-6)
+    np.testing.assert_allclose(values[1:, 1], attribution.mlp, rtol=1e-6)
+    assert values[0, 0] == pytest.approx(attribution.embed, rel=1e-6)
