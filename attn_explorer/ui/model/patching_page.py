@@ -80,7 +80,7 @@ class PatchingPage(QWidget):
         self.line.setWordWrap(True)
         self.line.setTextFormat(Qt.TextFormat.PlainText)
         self.heads_map = Heatmap("layer", "head", self.open_head)
-        self.residual_map = Heatmap("layer (input of)", "position (clean token)")
+        self.residual_map = Heatmap("input of block (1 = embeddings)", "position (clean token)")
         self.set_edit = QLineEdit()
         self.set_edit.setPlaceholderText("heads, e.g. 10.3, 9.6")
         self.add_button = QPushButton("Add selected")
@@ -239,7 +239,7 @@ class PatchingPage(QWidget):
         else:
             self.residual_map.show(
                 state.residual,
-                ["embeddings", *(str(n) for n in range(1, state.residual.shape[0]))],
+                [str(n + 1) for n in range(state.residual.shape[0])],
                 outcome.comparison.clean_tokens,
                 "recovered, by block input",
             )
@@ -293,7 +293,9 @@ class PatchingPage(QWidget):
         heatmap = self.residual_map
         if heatmap.values is None:
             return None
-        return heatmap.rows, heatmap.columns, heatmap.values
+        rows = [f"block {r} input" for r in heatmap.rows]
+        rows[0] += " (embeddings)"
+        return rows, heatmap.columns, heatmap.values
 
     def shutdown(self) -> None:
         self.runner.cancel(quiet=True)

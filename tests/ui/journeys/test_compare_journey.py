@@ -386,3 +386,21 @@ def test_patch_a_set_of_heads_and_read_the_attribution(user, tmp_path):
     np.testing.assert_allclose(values[1:, 0], attribution.attn, rtol=1e-6)
     np.testing.assert_allclose(values[1:, 1], attribution.mlp, rtol=1e-6)
     assert values[0, 0] == pytest.approx(attribution.embed, rel=1e-6)
+
+
+def test_the_residual_stream_map_is_labelled_with_the_clean_tokens(user, tmp_path):
+    from attn_explorer.analysis.patching import patch_residual
+
+    view, path = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    click_page(user, panel, "Patching")
+    page = panel.patching
+    user.click(page.residual_button)
+    user.qtbot.waitUntil(lambda: page.state.residual is not None, timeout=15_000)
+    comparison = panel.state.outcome.comparison
+    expected = patch_residual(view.session.cache.loaded(str(path)), comparison)
+    np.testing.assert_allclose(page.residual_map.image.image, expected, atol=1e-6)
+    assert page.residual_map.columns == list(comparison.clean_tokens)
+    assert page.residual_map.rows == ["1", "2", "3"]
+    assert page.line.text() == "Done: the residual stream, position by position."
+    assert page.state.heads is None  # the heads map is its own scan
