@@ -174,8 +174,9 @@ def trace_run(
         x = x * np.float32(c.embedding_scale)  # Gemma: × √width, as forward does
     trace = BlockTrace.empty(model, len(ids))
     out = run_blocks(model, x, 0, trace=trace, on_layer=on_layer)
-    normed = rms_norm(out[-1:], model.weights.final_norm, c.rms_norm_eps)
-    logits = model.weights.logits(normed)[0]  # (vocab,)
+    # every row, as forward does, so the last row's logits equal its own bit for bit
+    normed = rms_norm(out, model.weights.final_norm, c.rms_norm_eps)
+    logits = model.weights.logits(normed)[-1]  # (vocab,)
     if c.final_softcap:
         logits = softcap(logits, c.final_softcap)
     return trace, logits

@@ -109,19 +109,20 @@ def patch_residual(
     """(L, T) normalised logit difference with block l's input at position t patched.
 
     Positions before ``comparison.first_diff`` hold the same activation in both runs:
-    exactly 0, not computed. A patch at position t reruns rows t … T − 1 only.
+    exactly 0, not computed.
     """
     c = model.config
-    layers, tokens = c.num_layers, comparison.tokens
-    plans = []
-    for position in range(comparison.first_diff, tokens):
-        enter = np.arange(layers)  # stream l enters at block l
-        take = np.zeros((layers, layers, c.num_heads), dtype=bool)
-        plans.append(PatchPlan(position, enter, np.full(layers, position), take))
-    found = _run(model, comparison, plans, progress, should_stop, "patching the residual stream")
+    layers, tokens, start = c.num_layers, comparison.tokens, comparison.first_diff
+    positions = np.arange(start, tokens)
+    # stream l·P + p enters at block l with position start + p patched. Every stream reruns
+    # rows start … T − 1, as the heads' do: one batch of them all ran 0.92 s on SmolLM2
+    # where a batch per position (rows t … T − 1 only) ran 1.25 s.
+    enter = np.repeat(np.arange(layers), positions.size)
+    take = np.zeros((enter.size, layers, c.num_heads), dtype=bool)
+    plan = PatchPlan(start, enter, np.tile(positions, layers), take)
+    (diffs,) = _run(model, comparison, [plan], progress, should_stop, "patching the residual")
     result = np.zeros((layers, tokens))
-    for position, diffs in zip(range(comparison.first_diff, tokens), found, strict=True):
-        result[:, position] = comparison.normalise(diffs)
+    result[:, start:] = comparison.normalise(diffs).reshape(layers, positions.size)
     return result
 
 
@@ -161,7 +162,7 @@ def patch_flops(model: DecoderModel, tokens: int, first_diff: int = 0) -> float:
     blocks = c.num_layers * (c.num_layers + 1) // 2  # Σ over l of L − l
     rows = tokens - first_diff
     head_rows = c.num_heads * blocks * rows
-    residual_rows = blocks * rows * (rows + 1) // 2
+    residual_rows = blocks * rows * rows
     attention = 4 * c.num_heads * c.head_dim * tokens  # scores and weights @ V, per row
     return float((head_rows + residual_rows) * (per_row + attention))
 
