@@ -6,8 +6,8 @@ import pytest
 
 from attn_explorer.analysis.compare import PairError
 from attn_explorer.state.storage.export import read_csv
-from attn_explorer.ui.model.compare_panel import pair_line
-from attn_explorer.ui.model.compare_state import circuit_heads, head_text, parse_heads
+from attn_explorer.ui.model.compare.panel import pair_line
+from attn_explorer.ui.model.compare.state import circuit_heads, head_text, parse_heads
 
 
 def test_typed_heads_count_from_1_and_come_back_as_typed():
@@ -53,7 +53,7 @@ def test_a_bad_pair_is_one_line_in_the_window_s_words():
 
 
 def test_a_chart_s_csv_holds_its_labels_and_numbers(qtbot, tmp_path):
-    from attn_explorer.ui.model.compare_charts import Heatmap, write_chart
+    from attn_explorer.ui.model.compare.charts import Heatmap, write_chart
 
     heatmap = Heatmap("layer", "head")
     qtbot.addWidget(heatmap.widget)

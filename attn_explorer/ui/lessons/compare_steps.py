@@ -15,7 +15,8 @@ import numpy as np
 
 from attn_explorer.ui.lessons.waiting import WAIT_SECONDS, wait_until
 from attn_explorer.ui.model.analysis_panel import AnalysisPanel
-from attn_explorer.ui.model.compare_state import circuit_heads
+from attn_explorer.ui.model.compare.panel import compare_of
+from attn_explorer.ui.model.compare.state import circuit_heads
 from attn_explorer.ui.model.model_view import ModelView
 
 
@@ -27,12 +28,12 @@ class CompareSteps:
 
     def _wait_for(self, ready: Callable[[], bool], what: str) -> None:
         if not wait_until(ready):
-            line = self.view.compare.line.text()
+            line = compare_of(self.view).line.text()
             raise ValueError(f"{what} did not come within {WAIT_SECONDS:.0f} s: {line}")
 
     def compare(self, corrupt: str) -> None:
         """Type ``corrupt`` beside the sentence and wait for the comparison (or its line)."""
-        compare = self.view.compare
+        compare = compare_of(self.view)
         edit = compare.corrupt_edit
         if edit is None or self.view.result is None or not self.view.result.causal:
             raise ValueError("comparing needs a decoder's result; open the model first")
@@ -53,7 +54,7 @@ class CompareSteps:
 
     def patch_heads(self) -> None:
         """Press "every head" on the Patching page (no question: the lesson said how long)."""
-        compare = self.view.compare
+        compare = compare_of(self.view)
         compare.pages.setCurrentWidget(compare.patching)
         if not compare.patching.start("heads", ask=False):
             raise ValueError(compare.line.text())
@@ -64,14 +65,14 @@ class CompareSteps:
         both runs. Returns its (layer, head), 0-based."""
         heads = self._circuit(1)
         layer, head = heads[0]
-        self.view.compare.patching.open_head(layer, head)
+        compare_of(self.view).patching.open_head(layer, head)
         return layer, head
 
     def ablate_top_patched(self, count: int) -> None:
         """Ablate the ``count`` heads high in both maps together, on the sentence alone:
         the Analysis tab's next-token bars show the clean and the ablated run."""
         heads = self._circuit(count)
-        toggle = self.view.compare.toggle
+        toggle = compare_of(self.view).toggle
         if toggle is not None:
             toggle.setChecked(False)  # back to the grid and its tabs
         tabs = self.view.lower_tabs
@@ -84,7 +85,7 @@ class CompareSteps:
 
     def patched_recovery(self) -> float | None:
         """The selected head's recovered logit difference in the patching map, or None."""
-        heads = self.view.compare.state.heads
+        heads = compare_of(self.view).state.heads
         if heads is None:
             return None
         return float(heads[self.view.selected_head])
@@ -95,7 +96,7 @@ class CompareSteps:
         return None if effect is None else float(effect.logit_change)
 
     def _circuit(self, count: int) -> list[tuple[int, int]]:
-        state = self.view.compare.state
+        state = compare_of(self.view).state
         if state.heads is None or state.outcome is None:
             raise ValueError("patch every head first: the map is empty")
         attributed = state.outcome.attribution.heads

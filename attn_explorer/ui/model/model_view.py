@@ -21,6 +21,7 @@ batch of sentences (:mod:`.batch_controls`), model picker and remembered width
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pyqtgraph as pg
@@ -51,7 +52,6 @@ from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.analysis_panel import AnalysisPanel
 from attn_explorer.ui.model.batch_controls import BatchControls
-from attn_explorer.ui.model.compare_panel import attach_compare
 from attn_explorer.ui.model.generation_panel import GenerationPanel
 from attn_explorer.ui.model.head_detail import HeadDetail
 from attn_explorer.ui.model.heads_splitter import HeadsSplitter, LowerTabs
@@ -95,6 +95,7 @@ class ModelView(QWidget):
         self.session = ModelSession()
         self._runner = LatestRunner(self)
         self._job_done: threading.Event | None = None  # set when the newest job has returned
+        self.shutdown_hooks: list[Callable[[], None]] = []
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -160,7 +161,7 @@ class ModelView(QWidget):
         self.batch = BatchControls(self)  # several sentences, one a line: one padded batch
 
     def _build_layout(self) -> None:
-        text_row = QHBoxLayout()
+        self.text_row = text_row = QHBoxLayout()  # the Compare page adds its prompt here
         text_row.addWidget(self.sentence_edit, 2)
         text_row.addWidget(self.pair_edit, 1)
         options = QHBoxLayout()
@@ -207,7 +208,6 @@ class ModelView(QWidget):
         self._pages.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         # A long pass's finished layers in the grid (page 1) while the rest run.
         self.passes = PassPreviews(self._runner, self.grid, self.session, self._pages)
-        self.compare = attach_compare(self, text_row)  # a decoder's corrupted prompt: page 2
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)  # every pixel counts in a side dock
@@ -368,7 +368,8 @@ class ModelView(QWidget):
         remember_dock_width(self)
         self.generation.shutdown()
         self.analysis.shutdown()
-        self.compare.shutdown()
+        for stop in self.shutdown_hooks:  # pages attached from outside (the Compare page)
+            stop()
         self.installer.shutdown()
         self.detail.shutdown()
         self._runner.cancel()  # new ticket: an answer still on its way is stale

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QScrollArea
 from attn_explorer.analysis.compare import compare
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 from attn_explorer.state.storage.export import read_csv
-from attn_explorer.ui.model.compare_state import LONG_SCAN_S
+from attn_explorer.ui.model.compare.state import LONG_SCAN_S
 from tests.ui.journeys.test_model_dock_journey import open_dock, open_gguf
 
 pytestmark = pytest.mark.journey

@@ -12,7 +12,7 @@ from qt_idle import settle
 
 from attn_explorer.models.discovery import smollm2_file
 from attn_explorer.models.session import head_name
-from attn_explorer.ui.model.compare_state import circuit_heads
+from attn_explorer.ui.model.compare.state import circuit_heads
 
 pytestmark = [
     pytest.mark.slow,

@@ -16,8 +16,8 @@ from PySide6.QtWidgets import QBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from attn_explorer.models.session import ModelSession, head_name
 from attn_explorer.state.colormaps import value_range
-from attn_explorer.ui.model.compare_charts import ChartExport, Heatmap
-from attn_explorer.ui.model.compare_state import CompareState
+from attn_explorer.ui.model.compare.charts import ChartExport, Heatmap
+from attn_explorer.ui.model.compare.state import CompareState
 
 #: Narrower than this, the three heatmaps stack.
 SIDE_BY_SIDE_PX = 3 * 260

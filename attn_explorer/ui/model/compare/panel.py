@@ -43,11 +43,11 @@ from attn_explorer.analysis.next_token import Candidate, probabilities
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.session import ModelSession
 from attn_explorer.ui.common.workers import LatestRunner
-from attn_explorer.ui.model.attribution_page import AttributionPage
-from attn_explorer.ui.model.compare_charts import ChartExport, TwoRunBars
-from attn_explorer.ui.model.compare_state import CompareOutcome, CompareState, compare_job
-from attn_explorer.ui.model.patching_page import PatchingPage
-from attn_explorer.ui.model.side_by_side import SideBySide
+from attn_explorer.ui.model.compare.attribution_page import AttributionPage
+from attn_explorer.ui.model.compare.charts import ChartExport, TwoRunBars
+from attn_explorer.ui.model.compare.patching_page import PatchingPage
+from attn_explorer.ui.model.compare.side_by_side import SideBySide
+from attn_explorer.ui.model.compare.state import CompareOutcome, CompareState, compare_job
 
 #: Pause after the last key stroke in the corrupted prompt, answer or wrong box.
 COMPARE_DEBOUNCE_MS = 300
@@ -73,6 +73,8 @@ class ModelViewParts(Protocol):
 
     session: ModelSession
     pair_edit: QLineEdit
+    text_row: QHBoxLayout
+    shutdown_hooks: list[Callable[[], None]]
     _pages: QStackedWidget
 
     def _show_status(self, text: str, level: str) -> None: ...
@@ -362,14 +364,23 @@ class ComparePanel(QWidget):
         self.patching.shutdown()
 
 
-def attach_compare(view: ModelViewParts, text_row: QHBoxLayout) -> ComparePanel:
+def compare_of(view: object) -> ComparePanel:
+    """The Compare page :func:`attach_compare` gave ``view``; ValueError if none."""
+    panel = getattr(view, "compare", None)
+    if not isinstance(panel, ComparePanel):
+        raise ValueError("the Model dock has no Compare page")
+    return panel
+
+
+def attach_compare(view: ModelViewParts) -> ComparePanel:
     """Give the model view its Compare page and, beside the sentence, the corrupted prompt.
 
     The corrupted prompt's box replaces the second sentence's (a BERT pair) while the
     result is a decoder's: a decoder reads one text, an encoder has no next token to
     compare. "Compare" beside it shows the comparison in place of the grid and its tabs
     (all of the dock's height for the charts), and back; typing a first corrupted prompt
-    turns it on. Kept here so the model view only places the panel.
+    turns it on. The window attaches it (the model view does not import this page, whose
+    charts use its token axes); the panel becomes ``view.compare``.
     """
     panel = ComparePanel(view.session, view._show_status)
     edit = panel.corrupt_edit = QLineEdit()
@@ -384,8 +395,8 @@ def attach_compare(view: ModelViewParts, text_row: QHBoxLayout) -> ComparePanel:
     toggle.setToolTip("Show the two prompts compared (logit difference, patching, attribution)")
     for widget in (edit, toggle):
         widget.setVisible(False)
-    text_row.addWidget(edit, 2)
-    text_row.addWidget(toggle)
+    view.text_row.addWidget(edit, 2)
+    view.text_row.addWidget(toggle)
     scroll = QScrollArea(widgetResizable=True)
     scroll.setFrameShape(QFrame.Shape.NoFrame)
     scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # it fits
@@ -415,4 +426,7 @@ def attach_compare(view: ModelViewParts, text_row: QHBoxLayout) -> ComparePanel:
     edit.textChanged.connect(on_typed)
     toggle.toggled.connect(lambda _: show_page())
     view.session.events.result.connect(follow_result)
+    view.shutdown_hooks.append(panel.shutdown)
+    setattr(view, "compare", panel)  # noqa: B010  # a page the window attaches
+    follow_result()
     return panel

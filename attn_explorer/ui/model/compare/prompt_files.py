@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from attn_explorer.models.session import ModelSession
 from attn_explorer.state.document import Document
 from attn_explorer.state.storage.prompts import Prompts
+from attn_explorer.ui.model.compare.panel import compare_of
 
 if TYPE_CHECKING:
     from attn_explorer.ui.model.model_view import ModelView
@@ -26,7 +27,7 @@ def current_prompts(session: ModelSession) -> Prompts:
 def show_prompts(view: ModelView, prompts: Prompts) -> None:
     """Type ``prompts`` into the dock (each box as the user would; the runs follow)."""
     view.set_sentence(prompts.text)
-    corrupt = view.compare.corrupt_edit
+    corrupt = compare_of(view).corrupt_edit
     if corrupt is not None:
         corrupt.setText(prompts.corrupt)
     view.session.set_answer(prompts.answer)

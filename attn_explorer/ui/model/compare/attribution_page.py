@@ -17,14 +17,14 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from attn_explorer.analysis.attribution import LogitAttribution
-from attn_explorer.ui.model.compare_charts import (
+from attn_explorer.ui.model.compare.charts import (
     CLEAN_RGB,
     CORRUPT_RGB,
     ChartExport,
     Heatmap,
     chart,
 )
-from attn_explorer.ui.model.compare_state import CompareState
+from attn_explorer.ui.model.compare.state import CompareState
 
 EMBED_RGB = "#555555"
 

@@ -30,10 +30,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.session import ModelSession, head_name
 from attn_explorer.ui.common.workers import LatestRunner
-from attn_explorer.ui.model.compare_charts import ChartExport, Heatmap
-from attn_explorer.ui.model.compare_state import (
+from attn_explorer.ui.model.compare.charts import ChartExport, Heatmap
+from attn_explorer.ui.model.compare.state import (
     LONG_SCAN_S,
     CompareState,
     head_set_job,
@@ -61,7 +62,7 @@ class PatchingPage(QWidget):
         self,
         session: ModelSession,
         state: CompareState,
-        model: Callable[[], object | None],
+        model: Callable[[], DecoderModel | None],
         report: Callable[[str, str], None],
     ) -> None:
         super().__init__()
@@ -169,7 +170,7 @@ class PatchingPage(QWidget):
         job = heads_job if kind == "heads" else residual_job
         self.progress.setValue(0)
         self.line.setText("Patching every head…" if kind == "heads" else "Patching positions…")
-        self.runner.submit(job(model, outcome.comparison))  # type: ignore[arg-type]  # a decoder
+        self.runner.submit(job(model, outcome.comparison))
         return True
 
     def patch_set(self) -> None:
@@ -185,7 +186,7 @@ class PatchingPage(QWidget):
             self.report(f"Heads to patch together: {exc}.", "error")
             return
         self.line.setText(f"Patching {head_text(chosen)} together…")
-        self.runner.submit(head_set_job(model, outcome.comparison, chosen))  # type: ignore[arg-type]
+        self.runner.submit(head_set_job(model, outcome.comparison, chosen))
 
     def add_selected(self) -> None:
         """Add the head under view to the typed set."""
