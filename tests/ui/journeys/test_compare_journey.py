@@ -404,3 +404,40 @@ def test_the_residual_stream_map_is_labelled_with_the_clean_tokens(user, tmp_pat
     assert page.residual_map.rows == ["1", "2", "3"]
     assert page.line.text() == "Done: the residual stream, position by position."
     assert page.state.heads is None  # the heads map is its own scan
+
+
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    ("size", "dark"),
+    [
+        pytest.param((1000, 650), True, id="1000x650-dark"),  # the narrowest dock: fast loop
+        pytest.param((1000, 650), False, id="1000x650-light", marks=SLOW),
+        pytest.param((1280, 720), True, id="1280x720-dark", marks=SLOW),
+        pytest.param((1280, 720), False, id="1280x720-light", marks=SLOW),
+    ],
+)
+def test_the_compare_page_fits_the_dock_with_lessons_open(user, tmp_path, size, dark):
+    from attn_explorer.tools.layout_rules import cut_labels, overhangs
+
+    view, _ = open_two_prompts(user, tmp_path, *size)
+    user.window.commands.set_dark(dark)
+    user.window.commands.open_lessons()
+    user.settle()
+    user.window.model_dock.raise_()  # the Lessons dock open, tabbed with the Model dock
+    user.settle()
+    panel = view.compare
+    page = panel.patching
+    click_page(user, panel, "Patching")
+    user.click(page.heads_button)
+    user.qtbot.waitUntil(lambda: page.state.heads is not None, timeout=15_000)
+    for name in ("Next token", "Head", "Patching", "Attribution"):
+        click_page(user, panel, name)
+        scroll = panel.parentWidget().parentWidget()
+        assert panel.width() <= scroll.viewport().width()  # nothing to scroll sideways
+        problems = [p for p in cut_labels(view) + overhangs(view) if "Compare" in p or "Panel" in p]
+        assert problems == [], (name, problems)
+        for button in (page.heads_button, page.residual_button, page.set_button):
+            assert button.width() >= button.sizeHint().width()  # its words whole
+    user.shoot(f"compare-{size[0]}x{size[1]}-{'dark' if dark else 'light'}")
