@@ -412,3 +412,25 @@ def test_analyze_command_refuses_each_bad_pair_in_one_line_naming_the_flag(tiny,
             lines
         )
         assert not out.exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_the_patching_bench_runs_quick():
+    """bench/patching.py --quick: ours and (when installed) TransformerLens on a tiny model,
+    their maps equal."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "bench/patching.py", "--quick", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout[done.stdout.index("{") :])
+    assert result["tokens"] == 4 and result["cores"] >= 1 and result["ours_s"] > 0
+    if result["transformer_lens"] is not None:
+        assert result["transformer_lens"]["max_map_difference"] < 2e-2
+        assert result["transformer_lens"]["ratio"] > 0
