@@ -1,4 +1,4 @@
-"""The Compare tab's "Attribution" page: direct logit attribution of the clean run's
+"""The Compare view's "Attribution" tab: direct logit attribution of the clean run's
 logit difference (issue 35), from :func:`attn_explorer.analysis.attribution.logit_attribution`.
 
 Bars: the embeddings, then each layer's attention (blue) and MLP (orange), each the
@@ -6,7 +6,7 @@ logit difference that component writes straight to the last position (the final 
 scale frozen at its clean value). Under them, a layers × heads heatmap of each head's
 share of its layer's attention bar, or, for a family whose norm after attention mixes the
 heads (Gemma 2/3), the note that says why there is none. Their total is shown beside the
-logit difference it must equal, in the tab's header.
+logit difference it must equal, in the Compare view's header.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Compare tab's charts: clickable heatmaps, two runs' next-token bars, and their export.
+"""The Compare view's charts: clickable heatmaps, two runs' next-token bars, and their export.
 
 Every chart here is a pyqtgraph plot with labelled axes and, for a heatmap, a colour bar
 of its range (diverging maps are centred on 0). :class:`ChartExport` puts an "Export…"

@@ -1,16 +1,17 @@
-"""The model dock's "Compare" tab: the sentence against a corrupted prompt (issue 35).
+"""The model dock's Compare view: the sentence against a corrupted prompt (issue 35).
 
-The corrupted prompt is typed beside the sentence (the model view's ``corrupt_edit``);
+The corrupted prompt is typed beside the sentence (``corrupt_edit``, placed there with a
+"Compare" button by :func:`attach_compare`, which shows this view in place of the grid);
 after a pause in typing (or a new result of the sentence) the comparison runs in a
 worker: both runs' logit differences (shown large), both tokenizations aligned with the
 tokens that differ marked, both runs' next-token bars (a click picks the answer or the
 wrong token; both can be typed too), the direct logit attribution (its total beside the
-logit differences) and the corrupted run's heads. Pages: "Next token", "Head" (the head
+logit differences) and the corrupted run's heads. Tabs: "Next token", "Head" (the head
 under view in both runs, :mod:`.side_by_side`), "Patching" (:mod:`.patching_page`) and
 "Attribution" (:mod:`.attribution_page`).
 
 A bad pair (:class:`~attn_explorer.analysis.compare.PairError`) gives one line here, in
-this tab's words, and the previous comparison stays on screen.
+this view's words, and the previous comparison stays on screen.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from attn_explorer.ui.model.compare.state import CompareOutcome, CompareState, c
 #: Pause after the last key stroke in the corrupted prompt, answer or wrong box.
 COMPARE_DEBOUNCE_MS = 300
 HINT = "Type a corrupted prompt beside the sentence to compare the two runs."
-#: How this tab words each kind of bad pair, before the analysis' own sentence.
+#: How this view words each kind of bad pair, before the analysis' own sentence.
 PAIR_WORDS = {
     "token_count": "Corrupted prompt",
     "answer": "Answer",
@@ -81,7 +82,8 @@ class ModelViewParts(Protocol):
 
 
 def pair_line(error: PairError) -> str:
-    """A bad pair in this tab's words: what, the analysis' reason, what to do."""
+    """A bad pair in this view's words: the field at fault, then the analysis' reason
+    (which says what to do)."""
     kind = getattr(error, "kind", "")
     words, after = PAIR_WORDS.get(kind, "Cannot compare"), PAIR_NEXT.get(kind, "")
     reason = str(error).rstrip(".")
@@ -133,10 +135,10 @@ class TokenAlignment(QTableWidget):
 
 
 class ComparePanel(QWidget):
-    """The Compare tab (see the module docstring).
+    """The Compare view (see the module docstring).
 
     ``headOpened(layer, head)``: a patching cell was clicked (the head is selected and
-    this tab's "Head" page shows it in both runs).
+    this view's "Head" tab shows it in both runs).
     """
 
     headOpened = Signal(int, int)

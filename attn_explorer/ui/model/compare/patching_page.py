@@ -1,4 +1,4 @@
-"""The Compare tab's "Patching" page: which heads and positions carry the difference.
+"""The Compare view's "Patching" tab: which heads and positions carry the difference.
 
 Activation patching (issue 35; TransformerLens ``patching.py``): the corrupted run with
 one activation taken from the clean run, its logit difference normalised so 0 is the

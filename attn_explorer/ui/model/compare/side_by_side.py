@@ -1,4 +1,4 @@
-"""The Compare tab's "Head" page: the head under view in both runs, and their difference.
+"""The Compare view's "Head" tab: the head under view in both runs, and their difference.
 
 Three heatmaps on the same axes (rows = query i, columns = key j): the clean run's head,
 the corrupted run's, and clean − corrupted on a diverging map centred on 0. They show

@@ -1,4 +1,4 @@
-"""The two-prompt comparison's results, without Qt (issue 35): what the Compare tab shows.
+"""The two-prompt comparison's results, without Qt (issue 35): what the Compare view shows.
 
 :class:`CompareState` holds the newest :class:`CompareOutcome` (the comparison of the
 sentence with the corrupted prompt, the corrupted run's attention for the side-by-side
@@ -47,7 +47,7 @@ Head = tuple[int, int]
 
 @dataclass(frozen=True)
 class CompareOutcome:
-    """One comparison as the Compare tab shows it (made by :func:`compare_job`)."""
+    """One comparison as the Compare view shows it (made by :func:`compare_job`)."""
 
     comparison: Comparison
     corrupt: ModelAttention  # the corrupted run's heads (L, H, T, T), for the side by side
@@ -165,7 +165,7 @@ class CompareStateEvents:
 
 
 class CompareState:
-    """The Compare tab's single source of truth (see the module docstring)."""
+    """The Compare view's single source of truth (see the module docstring)."""
 
     def __init__(self) -> None:
         self.events = CompareStateEvents()
