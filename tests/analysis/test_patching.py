@@ -312,7 +312,7 @@ def test_bad_pairs_raise_pair_errors_of_their_kind(tiny, tmp_path):
         compare(model, CLEAN, " the cat sat on the hat, the cat sat")
     long = load_gguf(tiny[0])
     long.records_everything = lambda tokens: False  # as for a prompt of thousands of tokens
-    with pytest.raises(TextError, match="11 tokens each; .* shorten both"):
+    with pytest.raises(TextError, match=r"11 tokens each; .* shorten both"):
         compare(long, CLEAN, CORRUPT)
     from attn_explorer.models import load_model
     from attn_explorer.models.testing.tiny_bert import write_tiny_bert
