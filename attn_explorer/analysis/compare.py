@@ -231,6 +231,11 @@ def compare(
         model._check_ids(ids[-1], name)
     clean_ids, corrupt_ids = ids
     first_diff = _check_pair(model, clean_ids, corrupt_ids)
+    if not model.records_everything(len(clean_ids)):  # a long text: the pass by blocks
+        raise TextError(
+            f"corrupt: {len(clean_ids):,} tokens each; comparing and patching keep every "
+            "head of both runs, which fits for shorter prompts only; shorten both"
+        )
     answer_id = None if answer is None else token_id(model, answer, "answer")
     wrong_id = None if wrong is None else token_id(model, wrong, "wrong")
     layers = model.config.num_layers

@@ -29,6 +29,7 @@ from attn_explorer.analysis.patching import estimate_seconds, patch_flops
 from attn_explorer.compute import Cancelled
 from attn_explorer.models.decoder.blocks import run_blocks
 from attn_explorer.models.decoder.llama import load_gguf
+from attn_explorer.models.errors import TextError
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
 CLEAN = " the cat sat on the mat, the cat"
@@ -309,6 +310,10 @@ def test_bad_pairs_raise_pair_errors_of_their_kind(tiny, tmp_path):
     assert token_id(model, " the", "answer") == model.tokenizer.encode(" the")[0]
     with pytest.raises(PairError, match="the clean one 11; they part at token 6"):
         compare(model, CLEAN, " the cat sat on the hat, the cat sat")
+    long = load_gguf(tiny[0])
+    long.records_everything = lambda tokens: False  # as for a prompt of thousands of tokens
+    with pytest.raises(TextError, match=r"11 tokens each; .* shorten both"):
+        compare(long, CLEAN, CORRUPT)
     from attn_explorer.models import load_model
     from attn_explorer.models.testing.tiny_bert import write_tiny_bert
 
