@@ -441,3 +441,28 @@ def test_the_compare_page_fits_the_dock_with_lessons_open(user, tmp_path, size, 
         for button in (page.heads_button, page.residual_button, page.set_button):
             assert button.width() >= button.sizeHint().width()  # its words whole
     user.shoot(f"compare-{size[0]}x{size[1]}-{'dark' if dark else 'light'}")
+
+
+def test_prompts_too_long_to_compare_say_so_and_the_comparison_stays(user, tmp_path, monkeypatch):
+    from attn_explorer.models.errors import TextError
+    from attn_explorer.ui.model.compare import state
+
+    view, _ = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    before, shown = panel.state.outcome, panel.diff_label.text()
+
+    def too_long(*args, **kwargs):  # what compare says of a pair over the one-pass limit
+        raise TextError(
+            "corrupt: 9,000 tokens each; comparing and patching keep every head of both "
+            "runs, which fits for shorter prompts only; shorten both"
+        )
+
+    monkeypatch.setattr(state, "compare", too_long)
+    user.click(panel.corrupt_edit)
+    user.type_text(" ", widget=panel.corrupt_edit)
+    compared(user, view)
+    assert panel.line.text() == (
+        "Both prompts: 9,000 tokens each; comparing and patching keep every head of both "
+        "runs, which fits for shorter prompts only; shorten both."
+    )
+    assert panel.state.outcome is before and panel.diff_label.text() == shown

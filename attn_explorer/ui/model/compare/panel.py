@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
 from attn_explorer.analysis.compare import ENCODER_REASON, PairError
 from attn_explorer.analysis.next_token import Candidate, probabilities
 from attn_explorer.models.decoder.llama import DecoderModel
+from attn_explorer.models.errors import TextError
 from attn_explorer.models.session import ModelSession
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.compare.attribution_page import AttributionPage
@@ -265,10 +266,10 @@ class ComparePanel(QWidget):
             session.wrong if session.wrong != "" else None,
         )
 
-        def guarded(progress, should_stop) -> CompareOutcome | PairError:
+        def guarded(progress, should_stop) -> CompareOutcome | PairError | TextError:
             try:
                 return job(progress, should_stop)
-            except PairError as exc:  # the window words it: kept as a value, not a failure
+            except (PairError, TextError) as exc:  # the window words it: a value, not a crash
                 return exc
 
         self._say("Comparing the two prompts…", "info")
@@ -298,6 +299,10 @@ class ComparePanel(QWidget):
     def _on_finished(self, outcome: object) -> None:
         if isinstance(outcome, PairError):
             self._say(pair_line(outcome), "error")  # the previous comparison stays
+            return
+        if isinstance(outcome, TextError):  # e.g. prompts too long to keep every head
+            reason = str(outcome).split(": ", 1)[-1]
+            self._say(f"Both prompts: {reason}.".replace("..", "."), "error")
             return
         assert isinstance(outcome, CompareOutcome)
         self.state.accept(outcome)
