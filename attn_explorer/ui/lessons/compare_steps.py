@@ -72,9 +72,7 @@ class CompareSteps:
         """Ablate the ``count`` heads high in both maps together, on the sentence alone:
         the Analysis tab's next-token bars show the clean and the ablated run."""
         heads = self._circuit(count)
-        toggle = compare_of(self.view).toggle
-        if toggle is not None:
-            toggle.setChecked(False)  # back to the grid and its tabs
+        self._leave_compare()
         tabs = self.view.lower_tabs
         for index in range(tabs.count()):
             if tabs.tabText(index) == "Analysis":
@@ -94,6 +92,13 @@ class CompareSteps:
         """How much the ablation moved the clean prediction's logit (None before one)."""
         effect = self.panel.effect
         return None if effect is None else float(effect.logit_change)
+
+    def _leave_compare(self) -> None:
+        """Back to the grid and its tabs (the Compare view, if attached, switched off)."""
+        panel = getattr(self.view, "compare", None)
+        toggle = getattr(panel, "toggle", None)
+        if toggle is not None:
+            toggle.setChecked(False)
 
     def _circuit(self, count: int) -> list[tuple[int, int]]:
         state = compare_of(self.view).state

@@ -118,6 +118,7 @@ class ModelSteps(CompareSteps):
             raise ValueError(f"score {score!r}: one of {names}")
 
     def _show_page(self, title: str) -> None:
+        self._leave_compare()  # the grid and its tabs, where this page is
         tabs = self.view.lower_tabs
         for index in range(tabs.count()):
             if tabs.tabText(index) == "Analysis":
