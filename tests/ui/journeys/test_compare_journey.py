@@ -432,8 +432,18 @@ def test_the_compare_page_fits_the_dock_with_lessons_open(user, tmp_path, size, 
     click_page(user, panel, "Patching")
     user.click(page.heads_button)
     user.qtbot.waitUntil(lambda: page.state.heads is not None, timeout=15_000)
+    user.click(page.residual_button)
+    user.qtbot.waitUntil(lambda: page.state.residual is not None, timeout=15_000)
+    heatmaps = {
+        "Head": [panel.side.clean, panel.side.corrupt, panel.side.difference],
+        "Patching": [page.heads_map, page.residual_map],
+        "Attribution": [panel.attribution.heads_map],
+    }
     for name in ("Next token", "Head", "Patching", "Attribution"):
         click_page(user, panel, name)
+        for heatmap in heatmaps.get(name, []):  # each chart drawn whole, colour bar included
+            title = heatmap.item.titleLabel.text
+            assert heatmap.item.size().width() <= heatmap.widget.width() + 1, (name, title)
         scroll = panel.parentWidget().parentWidget()
         assert panel.width() <= scroll.viewport().width()  # nothing to scroll sideways
         problems = [p for p in cut_labels(view) + overhangs(view) if "Compare" in p or "Panel" in p]

@@ -226,7 +226,7 @@ class PatchingPage(QWidget):
     def _on_maps(self) -> None:
         state, outcome = self.state, self.state.outcome
         if state.heads is None or outcome is None:
-            self.heads_map.clear("Patch every head to fill this map")
+            self.heads_map.clear("not patched yet")  # short: a long title widens the plot
         else:
             layers, heads = state.heads.shape
             self.heads_map.show(
@@ -236,7 +236,7 @@ class PatchingPage(QWidget):
                 "recovered logit difference",
             )
         if state.residual is None or outcome is None:
-            self.residual_map.clear("Patch the residual stream to fill this map")
+            self.residual_map.clear("not patched yet")
         else:
             self.residual_map.show(
                 state.residual,

@@ -93,7 +93,7 @@ class SideBySide(QWidget):
             clean_values - corrupt_values,
             result.tokens,
             result.tokens,
-            "clean − corrupted (0 = white)",
+            "clean − corrupted",
         )
 
     def _difference_table(self):
