@@ -409,6 +409,13 @@ def test_the_residual_stream_map_is_labelled_with_the_clean_tokens(user, tmp_pat
 SLOW = pytest.mark.slow
 
 
+class Chart:
+    """The attribution page's bars as the layout check reads a chart: widget and item."""
+
+    def __init__(self, page) -> None:
+        self.widget, self.item = page.bars_plot, page.bars_item
+
+
 @pytest.mark.parametrize(
     ("size", "dark"),
     [
@@ -437,13 +444,14 @@ def test_the_compare_page_fits_the_dock_with_lessons_open(user, tmp_path, size, 
     heatmaps = {
         "Head": [panel.side.clean, panel.side.corrupt, panel.side.difference],
         "Patching": [page.heads_map, page.residual_map],
-        "Attribution": [panel.attribution.heads_map],
+        "Attribution": [panel.attribution.heads_map, Chart(panel.attribution)],
+        "Next token": [panel.bars],
     }
     for name in ("Next token", "Head", "Patching", "Attribution"):
         click_page(user, panel, name)
-        for heatmap in heatmaps.get(name, []):  # each chart drawn whole, colour bar included
-            title = heatmap.item.titleLabel.text
-            assert heatmap.item.size().width() <= heatmap.widget.width() + 1, (name, title)
+        for chart in heatmaps.get(name, []):  # each chart drawn whole, colour bar included
+            title = chart.item.titleLabel.text
+            assert chart.item.size().width() <= chart.widget.width() + 1, (name, title)
         scroll = panel.parentWidget().parentWidget()
         assert panel.width() <= scroll.viewport().width()  # nothing to scroll sideways
         problems = [p for p in cut_labels(view) + overhangs(view) if "Compare" in p or "Panel" in p]
