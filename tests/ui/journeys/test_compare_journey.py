@@ -484,3 +484,37 @@ def test_prompts_too_long_to_compare_say_so_and_the_comparison_stays(user, tmp_p
         "runs, which fits for shorter prompts only; shorten both."
     )
     assert panel.state.outcome is before and panel.diff_label.text() == shown
+
+
+def test_export_the_whole_comparison_as_json(user, tmp_path):
+    view, _ = open_two_prompts(user, tmp_path)
+    panel = view.compare
+    target = tmp_path / "comparison.json"
+    user.click(panel.json_button)  # before the maps: a line, no file dialog
+    assert view.status_label.text().startswith(
+        "Export comparison: patch every head and the residual stream first"
+    )
+    click_page(user, panel, "Patching")
+    page = panel.patching
+    user.click(page.heads_button)
+    user.qtbot.waitUntil(lambda: page.state.heads is not None, timeout=15_000)
+    user.click(page.residual_button)
+    user.qtbot.waitUntil(lambda: page.state.residual is not None, timeout=15_000)
+    user.pick_file(target)
+    user.click(panel.json_button)
+    data = json.loads(target.read_text(encoding="utf-8"))
+    c = panel.state.outcome.comparison
+    a = panel.state.outcome.attribution
+    assert data["tokens"] == list(c.clean_tokens)
+    assert data["compare"] == {
+        "input_ids_corrupt": [int(i) for i in c.corrupt_ids],
+        "tokens_corrupt": list(c.corrupt_tokens),
+        "answer_id": c.answer_id,
+        "wrong_id": c.wrong_id,
+        "logit_diff_clean": pytest.approx(c.logit_diff_clean),
+        "logit_diff_corrupt": pytest.approx(c.logit_diff_corrupt),
+    }
+    np.testing.assert_allclose(data["patching"]["heads"], page.state.heads)
+    np.testing.assert_allclose(data["patching"]["residual"], page.state.residual)
+    np.testing.assert_allclose(data["logit_attribution"]["heads"], a.heads, rtol=1e-6)
+    assert data["logit_attribution"]["total"] == pytest.approx(a.total)

@@ -16,7 +16,9 @@ this view's words, and the previous comparison stays on screen.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -24,10 +26,12 @@ from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPushButton,
     QScrollArea,
     QStackedWidget,
     QStyle,
@@ -44,12 +48,18 @@ from attn_explorer.analysis.next_token import Candidate, probabilities
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.errors import TextError
 from attn_explorer.models.session import ModelSession
+from attn_explorer.state.storage.safe_files import write_atomic
 from attn_explorer.ui.common.workers import LatestRunner
 from attn_explorer.ui.model.compare.attribution_page import AttributionPage
 from attn_explorer.ui.model.compare.charts import ChartExport, TwoRunBars
 from attn_explorer.ui.model.compare.patching_page import PatchingPage
 from attn_explorer.ui.model.compare.side_by_side import SideBySide
-from attn_explorer.ui.model.compare.state import CompareOutcome, CompareState, compare_job
+from attn_explorer.ui.model.compare.state import (
+    CompareOutcome,
+    CompareState,
+    compare_job,
+    comparison_json,
+)
 
 #: Pause after the last key stroke in the corrupted prompt, answer or wrong box.
 COMPARE_DEBOUNCE_MS = 300
@@ -207,6 +217,12 @@ class ComparePanel(QWidget):
         layout.addLayout(tokens_row)
         layout.addWidget(self.alignment)
         layout.addWidget(self.pages, 1)
+        self.json_button = QPushButton("Export comparison (JSON)…")
+        self.json_button.setToolTip(
+            "Save the comparison, both patching maps and the attribution as analyze writes them"
+        )
+        self.json_button.clicked.connect(self.export_json)
+        layout.addWidget(self.json_button, 0, Qt.AlignmentFlag.AlignRight)
 
     def _connect(self) -> None:
         events = self.session.events
@@ -350,6 +366,32 @@ class ComparePanel(QWidget):
         listed = [Candidate(i, readable[i], float(clean_p[i])) for i in ids]
         probs = np.stack([clean_p[ids], corrupt_p[ids]])
         self.bars.show(listed, [], probs)
+
+    def export_json(self) -> Path | None:
+        """Ask where, then write the whole comparison as JSON (after both patching maps)."""
+        from attn_explorer.ui.common.settings import last_dir
+
+        try:
+            data = comparison_json(self.state)
+        except ValueError as exc:
+            self.report(f"Export comparison: {exc}.", "error")
+            return None
+        path, _ = QFileDialog.getSaveFileName(
+            self,
+            "Export comparison",
+            str(Path(last_dir()) / "comparison.json"),
+            "JSON (*.json)",
+        )
+        if not path:
+            return None
+        try:
+            text = json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
+            written = write_atomic(path, text.encode("utf-8"))
+        except (OSError, ValueError) as exc:
+            self.report(f"Export failed: {exc}", "error")
+            return None
+        self.report(f"Exported {written}", "info")
+        return written
 
     def _on_head_opened(self, layer: int, head: int) -> None:
         self.pages.setCurrentWidget(self.side)

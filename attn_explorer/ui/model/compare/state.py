@@ -30,6 +30,7 @@ from attn_explorer.analysis.patching import (
     patch_heads,
     patch_residual,
 )
+from attn_explorer.analysis.report import plain
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.results import ModelAttention
 from attn_explorer.state.events import Event
@@ -210,3 +211,35 @@ def circuit_heads(patched: np.ndarray, attributed: np.ndarray, count: int) -> li
     order = np.argsort(-both, axis=None, kind="stable")[:count]
     heads = [divmod(int(i), patched.shape[1]) for i in order if both.flat[int(i)] > 0]
     return [(int(layer), int(head)) for layer, head in heads]
+
+
+def comparison_json(state: CompareState) -> dict[str, object]:
+    """The comparison as ``attn-explorer analyze --corrupt`` writes it (issue 35's keys):
+    the clean ``input_ids`` and ``tokens``, then ``compare``, ``patching`` and
+    ``logit_attribution``; ``ValueError`` until both patching maps are in."""
+    outcome = state.outcome
+    if outcome is None:
+        raise ValueError("nothing compared yet: type a corrupted prompt first")
+    if state.heads is None or state.residual is None:
+        raise ValueError("patch every head and the residual stream first: the file holds both")
+    c, a = outcome.comparison, outcome.attribution
+    return {
+        "input_ids": [int(i) for i in c.clean_ids],
+        "tokens": list(c.clean_tokens),
+        "compare": {
+            "input_ids_corrupt": [int(i) for i in c.corrupt_ids],
+            "tokens_corrupt": list(c.corrupt_tokens),
+            "answer_id": int(c.answer_id),
+            "wrong_id": int(c.wrong_id),
+            "logit_diff_clean": float(c.logit_diff_clean),
+            "logit_diff_corrupt": float(c.logit_diff_corrupt),
+        },
+        "patching": {"heads": plain(state.heads), "residual": plain(state.residual)},
+        "logit_attribution": {
+            "embed": float(a.embed),
+            "attn": plain(np.asarray(a.attn)),
+            "mlp": plain(np.asarray(a.mlp)),
+            "heads": None if a.heads is None else plain(np.asarray(a.heads)),
+            "total": float(a.total),
+        },
+    }
