@@ -44,17 +44,18 @@ def broken(change) -> dict:
     return data
 
 
-def test_fourteen_lessons_in_teaching_order():
+def test_fifteen_lessons_in_teaching_order():
     lessons = load_lessons()
-    assert len(lessons) == 14
-    assert [lesson.id[:2] for lesson in lessons] == [f"{n:02d}" for n in range(1, 15)]
+    assert len(lessons) == 15
+    assert [lesson.id[:2] for lesson in lessons] == [f"{n:02d}" for n in range(1, 16)]
     titles = [lesson.title for lesson in lessons]
     assert titles[0] == "One score is a dot product"
-    assert titles[-6] == "Scaling up"
-    assert titles[-5] == "Length and direction"
-    assert titles[-4:-2] == ["Heads that share keys", "Writing one token at a time"]
-    assert titles[-2] == "Attention without the grid"
-    assert titles[-1] == "Finding an induction head"
+    assert titles[-7] == "Scaling up"
+    assert titles[-6] == "Length and direction"
+    assert titles[-5:-3] == ["Heads that share keys", "Writing one token at a time"]
+    assert titles[-3] == "Attention without the grid"
+    assert titles[-2] == "Finding an induction head"
+    assert titles[-1] == "Two prompts: which heads carry the name"
     assert all(lesson.summary for lesson in lessons)
 
 

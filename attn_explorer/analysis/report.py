@@ -9,6 +9,12 @@
 - decoders only, None for an encoder: ``logit_lens`` (top_id, top_prob, final_prob,
   each (L + 1) × T), ``next_token`` ({"top": 10 × {id, token, prob}} at the last
   position) and ``ablation`` (target_id, clean_logit, logit_change L × H)
+- with a corrupted prompt (issue 35), None without: ``compare`` (input_ids_corrupt,
+  tokens_corrupt, answer_id, wrong_id, logit_diff_clean, logit_diff_corrupt),
+  ``patching`` (heads L × H, residual L × T, normalised) and ``logit_attribution``
+  (embed, attn [L], mlp [L], heads L × H or None, total):
+  :mod:`~attn_explorer.analysis.compare`, :mod:`~attn_explorer.analysis.patching`,
+  :mod:`~attn_explorer.analysis.attribution`
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ from typing import Any
 import numpy as np
 
 from attn_explorer.analysis.ablation import Ablation
+from attn_explorer.analysis.attribution import logit_attribution
+from attn_explorer.analysis.compare import Comparison, PairError, compare
 from attn_explorer.analysis.head_scores import result_head_scores
 from attn_explorer.analysis.logit_lens import logit_lens
 from attn_explorer.analysis.next_token import next_token
+from attn_explorer.analysis.patching import patch_heads, patch_residual
 from attn_explorer.analysis.rollout import rollout
 from attn_explorer.compute import Cancelled
 from attn_explorer.models.decoder.llama import DecoderModel
@@ -37,6 +46,15 @@ DECODER_ONLY = (
     "prediction are for decoders (GGUF models) only."
 )
 TOP_K = 10
+
+#: The argument of :func:`analyze` each kind of :class:`PairError` is about.
+PAIR_ARGUMENTS = {
+    "token_count": "corrupt",
+    "answer": "answer",
+    "wrong": "wrong",
+    "equal": "corrupt",
+    "encoder": "model",
+}
 
 
 def plain(array: np.ndarray) -> list[Any]:
@@ -67,17 +85,73 @@ def analyze(
     progress: Callable[[float, str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     ablation: bool = True,
+    corrupt: str | None = None,
+    answer: str | int | None = None,
+    wrong: str | int | None = None,
 ) -> dict[str, Any]:
     """Run ``text`` through ``model`` and every instrument on it; the JSON-ready dict.
 
     ``progress(fraction, message)`` and ``should_stop()`` as in the rest of the app
     (``Cancelled`` when it says stop). ``ablation=False`` skips the head scan (the
     field is then None): the slow part, about 270 reruns of part of the model.
+    ``corrupt``, a second prompt of as many tokens, adds the comparison, both patching
+    maps and the logit attribution of ``answer`` against ``wrong`` (one token each, or
+    an id; defaults in :func:`~attn_explorer.analysis.compare.compare`). A pair that
+    cannot be compared raises :class:`PairError` naming the argument at fault, before
+    anything runs long.
     """
+    if corrupt is None and (answer is not None or wrong is not None):
+        name = "answer" if answer is not None else "wrong"
+        raise PairError(name, "compares two prompts; give corrupt= as well").named(name)
+    comparison = None
+    if corrupt is not None:
+        try:
+            comparison = compare(
+                model, text, corrupt, answer, wrong, _stage(progress, 0.0, 0.05), should_stop
+            )
+        except PairError as exc:
+            raise exc.named(PAIR_ARGUMENTS[exc.kind]) from None
     if progress is not None:
-        progress(0.0, "running the model")
+        progress(0.05 if comparison else 0.0, "running the model")
     result = model.attention(text)
-    return analyze_result(model, result, progress, should_stop, ablation)
+    if comparison is None:
+        return analyze_result(model, result, progress, should_stop, ablation)
+    assert isinstance(model, DecoderModel)  # compare refuses an encoder
+    report = analyze_result(model, result, _stage(progress, 0.05, 0.35), should_stop, ablation)
+    report.update(compare_report(model, comparison, _stage(progress, 0.4, 0.6), should_stop))
+    return report
+
+
+def compare_report(
+    model: DecoderModel,
+    comparison: Comparison,
+    progress: Callable[[float, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """The "compare", "patching" and "logit_attribution" fields of :func:`analyze`."""
+    heads = patch_heads(model, comparison, _stage(progress, 0.0, 0.6), should_stop)
+    residual = patch_residual(model, comparison, _stage(progress, 0.6, 0.4), should_stop)
+    attribution = logit_attribution(model, comparison)
+    if progress is not None:
+        progress(1.0, "done")
+    return {
+        "compare": {
+            "input_ids_corrupt": [int(i) for i in comparison.corrupt_ids],
+            "tokens_corrupt": list(comparison.corrupt_tokens),
+            "answer_id": comparison.answer_id,
+            "wrong_id": comparison.wrong_id,
+            "logit_diff_clean": comparison.logit_diff_clean,
+            "logit_diff_corrupt": comparison.logit_diff_corrupt,
+        },
+        "patching": {"heads": plain(heads), "residual": plain(residual)},
+        "logit_attribution": {
+            "embed": attribution.embed,
+            "attn": plain(attribution.attn),
+            "mlp": plain(attribution.mlp),
+            "heads": None if attribution.heads is None else plain(attribution.heads),
+            "total": attribution.total,
+        },
+    }
 
 
 def decoder_attention(model: DecoderModel, ids: list[int] | np.ndarray) -> ModelAttention:
@@ -131,6 +205,9 @@ def analyze_result(
         "logit_lens": None,
         "next_token": None,
         "ablation": None,
+        "compare": None,
+        "patching": None,
+        "logit_attribution": None,
     }
     if not isinstance(model, DecoderModel):
         return report

@@ -162,7 +162,9 @@ def _error(prog: str, message: str) -> None:
         print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
 
 
-def model_refusal(error: ValueError, text_flag: str = "--text") -> str:
+def model_refusal(
+    error: ValueError, text_flag: str = "--text", corrupt_flag: str = "--corrupt"
+) -> str:
     """``error``, raised by running ``--model`` on a text, in the command line's words:
     the flag the user gave (``text_flag`` is ``--text`` or ``--text-file``; ``--text-pair``,
     ``--layer``, ``--stage``…) and what to type instead; a model file's own fault (which
@@ -172,4 +174,4 @@ def model_refusal(error: ValueError, text_flag: str = "--text") -> str:
     refusal = error if isinstance(error, Refusal) else Refusal(str(error))
     if not refusal.what or refusal.what == "model":
         return f"--model: {refusal.phrase('api')}"
-    return refusal.phrase("cli", {"text": text_flag})
+    return refusal.phrase("cli", {"text": text_flag, "corrupt": corrupt_flag})

@@ -156,6 +156,23 @@ def _check_model_score(window: LessonWindow, score: str, at_least: float) -> str
     return ""
 
 
+def _check_patched(window: LessonWindow, at_least: float) -> str:
+    """The selected head recovers at least ``at_least`` of the logit difference when patched."""
+    value = window.model_dock().patched_recovery()
+    if value is None or value < at_least:
+        head = window.model_dock().selected_head() or "no head"
+        return f"patched_recovery: {head} recovers {value!r}, expected at least {at_least}"
+    return ""
+
+
+def _check_ablated(window: LessonWindow, at_most: float) -> str:
+    """Ablating drops the clean prediction's logit by at least ``-at_most``."""
+    value = window.model_dock().ablated_logit_change()
+    if value is None or value > at_most:
+        return f"ablated_logit_change: {value!r}, expected at most {at_most}"
+    return ""
+
+
 CHECKS: dict[str, Operation] = {
     name: _make_check(name, read, kind) for name, (read, kind) in READERS.items()
 }
@@ -175,4 +192,10 @@ CHECKS["model_score"] = Operation(
         "at_least": Param("number"),
     },
     _check_model_score,
+)
+CHECKS["patched_recovery"] = Operation(
+    "patched_recovery", {"at_least": Param("number")}, _check_patched
+)
+CHECKS["ablated_logit_change"] = Operation(
+    "ablated_logit_change", {"at_most": Param("number")}, _check_ablated
 )

@@ -166,6 +166,13 @@ def _resize(window: LessonWindow, **sizes: int) -> None:
 
 #: Models a lesson may open by name (ui.lessons.model_steps.INSTALLED_MODELS finds them).
 LESSON_MODELS = ("smollm2",)
+
+
+def _head_count(count: object) -> str:
+    """A count of heads to ablate together: 1 … 16."""
+    return "" if isinstance(count, int) and 1 <= count <= 16 else "1 … 16 heads"
+
+
 _SCORE = Param("str", check=one_of(SCORE_NAMES))
 
 _OPT = Param("int", required=False)
@@ -331,6 +338,30 @@ ACTIONS: dict[str, Operation] = {
             {},
             lambda w: w.model_dock().ablate_selected(),
             doc="Press 'Ablate selected head': the next-token bars show both runs.",
+        ),
+        Operation(
+            "model.compare",
+            {"corrupt": Param("str")},
+            lambda w, corrupt: w.model_dock().compare(corrupt),
+            doc="Type a corrupted prompt beside the sentence; waits for the comparison.",
+        ),
+        Operation(
+            "model.patch_heads",
+            {},
+            lambda w: w.model_dock().patch_heads(),
+            doc="Press 'every head' on the Compare page's Patching tab (waits for the map).",
+        ),
+        Operation(
+            "model.select_top_patched",
+            {},
+            lambda w: w.model_dock().select_top_patched(),
+            doc="Click the head high in both the patching map and the attribution.",
+        ),
+        Operation(
+            "model.ablate_top_patched",
+            {"count": Param("int", check=_head_count)},
+            lambda w, count: w.model_dock().ablate_top_patched(count),
+            doc="Ablate the heads high in both maps together: the next-token bars show it.",
         ),
         Operation("run_timing", {}, lambda w: w.run_timing(), replay=False),
         Operation("run_sweep", {}, lambda w: w.run_sweep(), replay=False),

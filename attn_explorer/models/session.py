@@ -164,6 +164,7 @@ class ModelSessionEvents:
     - ``values()``: raw scores ↔ softmax weights
     - ``message(text, level)``: a line for the status, ``level`` ``"info"`` or ``"error"``
     - ``generation()``: a generation started, wrote a token, ended or was cleared
+    - ``compare()``: the corrupted prompt, the answer or the wrong token changed
     """
 
     def __init__(self) -> None:
@@ -173,6 +174,7 @@ class ModelSessionEvents:
         self.values = Event()
         self.message = Event()
         self.generation = Event()
+        self.compare = Event()
 
 
 class ModelSession:
@@ -184,6 +186,9 @@ class ModelSession:
         self._folder: str | None = None
         self._text = ""
         self._pair = ""
+        self._corrupt = ""  # the corrupted prompt a decoder's run is compared with
+        self._answer: str | int = ""  # '' = the default; text typed, or a token id picked
+        self._wrong: str | int = ""
         self._strategy = "batched"
         self._result: ModelAttention | None = None
         self._selected: Head = (0, 0)
@@ -224,6 +229,37 @@ class ModelSession:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}.")
         self._set_request_field("_strategy", strategy)
+
+    # -- the comparison's request (issue 35): its own event, not a new forward pass --------
+
+    @property
+    def corrupt(self) -> str:
+        """The corrupted prompt compared with the sentence ('' for none)."""
+        return self._corrupt
+
+    @property
+    def answer(self) -> str | int:
+        """The answer token: '' for the default, its text as typed, or a picked token id."""
+        return self._answer
+
+    @property
+    def wrong(self) -> str | int:
+        """The wrong token: '' for the default, its text as typed, or a picked token id."""
+        return self._wrong
+
+    def set_corrupt(self, text: str) -> None:
+        self._set_compare_field("_corrupt", text)
+
+    def set_answer(self, answer: str | int) -> None:
+        self._set_compare_field("_answer", answer)
+
+    def set_wrong(self, wrong: str | int) -> None:
+        self._set_compare_field("_wrong", wrong)
+
+    def _set_compare_field(self, name: str, value: str | int) -> None:
+        if getattr(self, name) != value or type(getattr(self, name)) is not type(value):
+            setattr(self, name, value)
+            self.events.compare.emit()
 
     def _set_request_field(self, name: str, value: str | None) -> None:
         if getattr(self, name) != value:

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from attn_explorer.state.session import Session
+from attn_explorer.state.storage.prompts import Prompts
 from attn_explorer.state.storage.session_file import (
     LoadedSession,
     SessionFileError,
@@ -35,6 +36,9 @@ class Document:
         self._name = name
         self._path = os.path.abspath(path) if path is not None else None
         self._source: HeadSource | None = None
+        #: The model dock's prompts, saved with the numbers and set by the file opened
+        #: (the window keeps it up to date; a file without prompts leaves it as it was).
+        self.prompts: Prompts | None = None
 
     @property
     def path(self) -> str | None:
@@ -73,6 +77,8 @@ class Document:
             return False
         self._name = loaded.name or Path(path).stem
         self._source = None
+        if loaded.prompts is not None:
+            self.prompts = loaded.prompts
         # Absolute: recent files and the next start must find it from any folder.
         self._path = os.path.abspath(path)
         self.session.mark_saved()
@@ -86,7 +92,7 @@ class Document:
         """Write the session to ``path`` (atomically) and make that the document's file."""
         name = Path(path).stem
         try:
-            save_session(self.session, path, name)
+            save_session(self.session, path, name, self.prompts)
         except SessionFileError as exc:
             self.session.report(f"Could not save: {exc}")
             return False

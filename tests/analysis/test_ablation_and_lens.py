@@ -206,7 +206,12 @@ def check_layout(report, layers, heads, t, decoder):
         "logit_lens",
         "next_token",
         "ablation",
+        "compare",
+        "patching",
+        "logit_attribution",
     ]
+    # one text: the two-prompt fields of issue 35 are null (tests/analysis/test_patching.py)
+    assert report["compare"] is report["patching"] is report["logit_attribution"] is None
     assert len(report["tokens"]) == len(report["input_ids"]) == t
     assert (report["layers"], report["heads"]) == (layers, heads)
     assert set(report["head_scores"]) == {

@@ -187,7 +187,7 @@ HEAD1 = ["batches", 0, "heads", 1]
 MALFORMED = {
     "wrong format name": (edit(["format"], "something-else"), "format: this is not an Attention"),
     "no format name": (edit(["format"], DELETE), "format: this is not an Attention"),
-    "newer version": (edit(["version"], 2), "version: the file is format version 2, newer"),
+    "newer version": (edit(["version"], 3), "version: the file is format version 3, newer"),
     "version as text": (edit(["version"], "1"), "version: expected a whole number"),
     "version as float": (edit(["version"], 1.0), "version: expected a whole number"),
     "missing tokens": (edit(["tokens"], DELETE), '(top level): missing field "tokens"'),

@@ -10,6 +10,9 @@ projection one (B·T)-row matmul; one stream runs exactly as ``DecoderModel.forw
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from attn_explorer.compute import attention
@@ -27,6 +30,35 @@ from attn_explorer.models.decoder.ops import (
 from attn_explorer.models.decoder.weights import LayerWeights
 
 
+@dataclass(frozen=True)
+class BlockTrace:
+    """One stream's run through every block, as ``run_blocks(..., trace=)`` records it.
+
+    ``inputs`` (L + 1, T, hidden): block l's input (l = 0 the embeddings, L the last
+    block's output, before the final norm). ``mixed`` (L, T, H·d): every query head's
+    weights @ V, head-major (TransformerLens's ``z``). ``attn_last`` and ``mlp_last``
+    (L, hidden): block l's change of the stream by its attention (after Gemma's norm
+    after attention) and by its MLP, at the last position.
+    """
+
+    inputs: np.ndarray
+    mixed: np.ndarray
+    attn_last: np.ndarray
+    mlp_last: np.ndarray
+
+    @classmethod
+    def empty(cls, model: DecoderModel, tokens: int) -> BlockTrace:
+        """Buffers for a run of ``tokens`` positions through ``model``."""
+        c = model.config
+        width = c.num_heads * c.head_dim
+        return cls(
+            inputs=np.zeros((c.num_layers + 1, tokens, c.hidden_size), np.float32),
+            mixed=np.zeros((c.num_layers, tokens, width), np.float32),
+            attn_last=np.zeros((c.num_layers, c.hidden_size), np.float32),
+            mlp_last=np.zeros((c.num_layers, c.hidden_size), np.float32),
+        )
+
+
 def dense(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """(…, in) @ weightᵀ as one (rows, in) matmul: a batch of streams is one BLAS call."""
     if x.ndim == 2:
@@ -42,6 +74,8 @@ def run_blocks(
     first: int,
     head_mask: np.ndarray | None = None,
     last_row: bool = False,
+    trace: BlockTrace | None = None,
+    on_layer: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Blocks ``first`` … L − 1 of ``model`` on ``x``, the residual stream entering ``first``.
 
@@ -53,6 +87,12 @@ def run_blocks(
     feed-forward (all a next-token readout needs). Returns the residual stream after the
     last block, before the final norm: (…, T or 1, hidden). Unbatched and unmasked it
     equals ``forward``'s last hidden state bit for bit (the same operations in order).
+
+    ``trace`` (one unbatched, unmasked stream, all rows) records what activation patching
+    and direct logit attribution read: every block's input, its heads' outputs and, at
+    the last position, its attention's and MLP's changes of the stream (only copies: the
+    numbers are those of the run without it). ``on_layer(index)`` hears each block's end
+    (a stop check may raise from it).
     """
     c = model.config
     x = np.asarray(x, dtype=np.float32)
@@ -61,6 +101,8 @@ def run_blocks(
     mask = None if head_mask is None else np.asarray(head_mask, dtype=np.float32)
     if mask is not None and mask.shape[-2:] != (c.num_layers, c.num_heads):
         raise ValueError(f"head_mask: expected (…, {c.num_layers}, {c.num_heads}).")
+    if trace is not None and (x.ndim != 2 or mask is not None or last_row):
+        raise ValueError("run_blocks: a trace records one unmasked stream, every row.")
     activation = ACTIVATIONS[c.activation]
     t = x.shape[-2]
     for index in range(first, c.num_layers):
@@ -76,6 +118,9 @@ def run_blocks(
         attended = dense(mixed, w.attn_output)
         if w.post_attn_norm is not None:  # Gemma's sandwich norms, as in forward
             attended = rms_norm(attended, w.post_attn_norm, c.rms_norm_eps)
+        if trace is not None:
+            trace.inputs[index], trace.mixed[index] = x, mixed
+            trace.attn_last[index] = attended[-1]
         x = x + attended
         if last_row and index == c.num_layers - 1:
             x = x[..., -1:, :]  # (…, 1, hidden)
@@ -84,6 +129,12 @@ def run_blocks(
         if w.post_ffn_norm is not None:
             mlp = rms_norm(mlp, w.post_ffn_norm, c.rms_norm_eps)
         x = x + mlp
+        if trace is not None:
+            trace.mlp_last[index] = mlp[-1]
+        if on_layer is not None:
+            on_layer(index)
+    if trace is not None:
+        trace.inputs[c.num_layers] = x
     return x
 
 

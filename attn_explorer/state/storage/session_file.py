@@ -42,6 +42,13 @@ from attn_explorer.state.storage.export import (
     write_csv,
     write_npz,
 )
+from attn_explorer.state.storage.prompts import (
+    PROMPTS_VERSION,
+    Prompts,
+    prompts_from_dict,
+    prompts_problem,
+    prompts_to_dict,
+)
 from attn_explorer.state.storage.safe_files import (
     FileRefused,
     HugeInteger,
@@ -90,7 +97,7 @@ __all__ = [  # the file and export helpers are re-exported: callers import them 
 ]
 
 FORMAT_NAME = "attn-explorer-session"
-FORMAT_VERSION = 1
+FORMAT_VERSION = PROMPTS_VERSION  # the newest read; a file without prompts is written as 1
 
 #: Largest session file read or written. A file is parsed into Python objects (about 32
 #: bytes per number) before it is validated, so 32 MB of JSON costs at most ~300 MB to
@@ -118,6 +125,7 @@ class LoadedSession:
     options: Options
     name: str
     notes: tuple[str, ...] = ()
+    prompts: Prompts | None = None  # the model dock's prompts (version 2), if saved
 
 
 # -- session → JSON -------------------------------------------------------------------------
@@ -136,13 +144,17 @@ def _matrix(array: np.ndarray) -> list[list[float | int]]:
     return [[_number(v) for v in row] for row in array.tolist()]
 
 
-def snapshot_to_dict(snapshot: Snapshot, options: Options, name: str) -> dict[str, Any]:
-    """The JSON-ready dictionary of a session file (see ``docs/session-format.md``)."""
+def snapshot_to_dict(
+    snapshot: Snapshot, options: Options, name: str, prompts: Prompts | None = None
+) -> dict[str, Any]:
+    """The JSON-ready dictionary of a session file (see ``docs/session-format.md``); with
+    ``prompts`` (not empty) a version 2 file, else version 1, which older apps read."""
     b, h, t, d = snapshot.shape
     arrays = {m: np.asarray(getattr(snapshot, m), dtype=np.float64) for m in MATRICES}
+    keep = prompts is not None and not prompts.empty
     return {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": PROMPTS_VERSION if keep else 1,
         "name": clean_text(name)[:MAX_NAME_CHARS],
         "shape": {"B": b, "H": h, "T": t, "d": d},
         "tokens": [clean_text(token) for token in snapshot.tokens],
@@ -151,13 +163,16 @@ def snapshot_to_dict(snapshot: Snapshot, options: Options, name: str) -> dict[st
             for bi in range(b)
         ],
         "options": asdict(options),
-    }
+    } | ({"prompts": prompts_to_dict(prompts)} if keep and prompts is not None else {})
 
 
-def session_to_dict(session: Session, name: str = UNTITLED) -> dict[str, Any]:
+def session_to_dict(
+    session: Session, name: str = UNTITLED, prompts: Prompts | None = None
+) -> dict[str, Any]:
     """The JSON-ready dictionary of ``session``'s numbers, token names and options, called
-    ``name`` (the document's name: :class:`~attn_explorer.state.document.Document` owns it)."""
-    return snapshot_to_dict(session.snapshot(), session.options, name)
+    ``name`` (the document's name: :class:`~attn_explorer.state.document.Document` owns it),
+    and the model dock's ``prompts``."""
+    return snapshot_to_dict(session.snapshot(), session.options, name, prompts)
 
 
 def session_json(data: dict[str, Any]) -> str:
@@ -170,9 +185,14 @@ def session_json(data: dict[str, Any]) -> str:
     return text + "\n"
 
 
-def save_session(session: Session, path: str | os.PathLike[str], name: str = UNTITLED) -> Path:
-    """Write ``session``, called ``name``, to ``path`` atomically; ``SessionFileError`` if it
-    cannot be written.
+def save_session(
+    session: Session,
+    path: str | os.PathLike[str],
+    name: str = UNTITLED,
+    prompts: Prompts | None = None,
+) -> Path:
+    """Write ``session``, called ``name``, with the model dock's ``prompts``, to ``path``
+    atomically; ``SessionFileError`` if it cannot be written.
 
     Nothing is written that :func:`load_session` would refuse: a token over
     :data:`MAX_TOKEN_CHARS` or a file over :data:`MAX_SESSION_BYTES` is an error
@@ -201,7 +221,7 @@ def save_session(session: Session, path: str | os.PathLike[str], name: str = UNT
                 f"could not save {path}: token {index + 1} is {len(token):,} characters long, "
                 f"over the limit of {MAX_TOKEN_CHARS}; rename it"
             )
-    data = session_json(session_to_dict(session, name)).encode("utf-8")
+    data = session_json(session_to_dict(session, name, prompts)).encode("utf-8")
     if len(data) > MAX_SESSION_BYTES:
         raise SessionFileError(
             f"could not save {path}: the file would be {megabytes(len(data))}, over the "
@@ -372,7 +392,8 @@ def _read_options(value: Any, batch: int, heads: int) -> Options:
 
 def session_from_dict(data: Any) -> LoadedSession:
     """Validate a parsed session file and build new state from it; ``SessionFileError`` if bad."""
-    top = _object(data, "", ["format", "version", "name", "shape", "tokens", "batches", "options"])
+    allowed = ["format", "version", "name", "shape", "tokens", "batches", "options", "prompts"]
+    top = _object(data, "", allowed)
     fmt = top.get("format")
     if fmt != FORMAT_NAME:
         got = "no format name" if fmt is None else f"format {_shown(fmt)}"
@@ -418,7 +439,17 @@ def session_from_dict(data: Any) -> LoadedSession:
                 )
     options = _read_options(_field(top, "options", ""), b, h)
     snapshot = Snapshot(tuple(tokens), arrays["query"], arrays["key"], arrays["value"])
-    return LoadedSession(snapshot, options, name, tuple(notes))
+    prompts = None
+    if "prompts" in top:
+        if version < PROMPTS_VERSION:
+            raise _fail(
+                "prompts", f"needs format version {PROMPTS_VERSION}, the file says {version}"
+            )
+        problem_at = prompts_problem(top["prompts"])
+        if problem_at is not None:
+            raise _fail(*problem_at)
+        prompts = prompts_from_dict(top["prompts"])
+    return LoadedSession(snapshot, options, name, tuple(notes), prompts)
 
 
 def load_session(path: str | os.PathLike[str]) -> LoadedSession:

@@ -10,15 +10,15 @@ stays live while it waits (the model runs in the dock's worker, as always).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QEventLoop, QTimer
 
 from attn_explorer.models.discovery import SMOLLM2_INSTALL, smollm2_file
 from attn_explorer.models.session import head_name
+from attn_explorer.ui.lessons.compare_steps import CompareSteps
+from attn_explorer.ui.lessons.waiting import WAIT_SECONDS, wait_until
 from attn_explorer.ui.model.analysis_panel import SCORE_LABELS
 from attn_explorer.ui.model.model_view import ModelView
 
@@ -26,26 +26,11 @@ from attn_explorer.ui.model.model_view import ModelView
 INSTALLED_MODELS: dict[str, tuple[Callable[[], Path | None], str]] = {
     "smollm2": (smollm2_file, SMOLLM2_INSTALL),
 }
-#: How long a command waits for the model's answer before it says so.
-WAIT_SECONDS = 120.0
 
 
-def wait_until(ready: Callable[[], bool], seconds: float = WAIT_SECONDS) -> bool:
-    """Run the event loop until ``ready()`` (polled every 20 ms) or ``seconds`` pass."""
-    deadline = time.monotonic() + seconds
-    loop = QEventLoop()
-    timer = QTimer()
-    timer.setInterval(20)
-    timer.timeout.connect(lambda: loop.quit() if ready() or time.monotonic() > deadline else None)
-    while not ready() and time.monotonic() <= deadline:
-        timer.start()
-        loop.exec()
-        timer.stop()
-    return ready()
-
-
-class ModelSteps:
-    """The lesson commands over one :class:`ModelView` (see the module docstring)."""
+class ModelSteps(CompareSteps):
+    """The lesson commands over one :class:`ModelView` (see the module docstring); the
+    Compare page's are in :class:`~attn_explorer.ui.lessons.compare_steps.CompareSteps`."""
 
     def __init__(self, view: ModelView) -> None:
         self.view = view
@@ -133,6 +118,7 @@ class ModelSteps:
             raise ValueError(f"score {score!r}: one of {names}")
 
     def _show_page(self, title: str) -> None:
+        self._leave_compare()  # the grid and its tabs, where this page is
         tabs = self.view.lower_tabs
         for index in range(tabs.count()):
             if tabs.tabText(index) == "Analysis":

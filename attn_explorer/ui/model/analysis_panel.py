@@ -384,13 +384,17 @@ class AnalysisPanel(QWidget):
 
     def ablate_selected(self) -> None:
         """Zero the selected head's attention output; show the new next-token bars."""
-        if self._ablation is None:
+        self.ablate([self.session.selected_head])
+
+    def ablate(self, heads: list[tuple[int, int]]) -> None:
+        """Zero these heads' attention outputs together; show the new next-token bars."""
+        if self._ablation is None or not heads:
             return
-        layer, head = self.session.selected_head
-        self.effect = effect = self._ablation.ablate([(layer, head)])
+        self.effect = effect = self._ablation.ablate(heads)
         token = repr(self._ablation.model.tokenizer.readable(effect.target_id))
+        names = ", ".join(head_name(layer, head) for layer, head in effect.heads)
         self.effect_label.setText(
-            f"{head_name(layer, head)} ablated: logit of {token} {effect.logit_change:+.3f}, "
+            f"{names} ablated: logit of {token} {effect.logit_change:+.3f}, "
             f"probability {effect.prob_change:+.4f}, KL {effect.kl:.4f} nats "
             "(blue: clean, orange: ablated)."
         )

@@ -21,6 +21,7 @@ batch of sentences (:mod:`.batch_controls`), model picker and remembered width
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pyqtgraph as pg
@@ -94,6 +95,7 @@ class ModelView(QWidget):
         self.session = ModelSession()
         self._runner = LatestRunner(self)
         self._job_done: threading.Event | None = None  # set when the newest job has returned
+        self.shutdown_hooks: list[Callable[[], None]] = []
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -159,7 +161,7 @@ class ModelView(QWidget):
         self.batch = BatchControls(self)  # several sentences, one a line: one padded batch
 
     def _build_layout(self) -> None:
-        text_row = QHBoxLayout()
+        self.text_row = text_row = QHBoxLayout()  # the Compare page adds its prompt here
         text_row.addWidget(self.sentence_edit, 2)
         text_row.addWidget(self.pair_edit, 1)
         options = QHBoxLayout()
@@ -366,6 +368,8 @@ class ModelView(QWidget):
         remember_dock_width(self)
         self.generation.shutdown()
         self.analysis.shutdown()
+        for stop in self.shutdown_hooks:  # pages attached from outside (the Compare page)
+            stop()
         self.installer.shutdown()
         self.detail.shutdown()
         self._runner.cancel()  # new ticket: an answer still on its way is stale

@@ -91,6 +91,11 @@ class Commands:
         elif name == "model":
             model: ModelView = view  # type: ignore[assignment]  # the "model" payload
             model.headTaken.connect(self.take_model_head)
+            from attn_explorer.ui.model.compare.panel import attach_compare
+            from attn_explorer.ui.model.compare.prompt_files import keep_prompts
+
+            attach_compare(model)  # two prompts: the corrupted one beside the sentence
+            keep_prompts(model, self.state.document)  # File ▸ Save keeps the dock's prompts
 
     # -- the explorer -------------------------------------------------------------------------
     def set_strategy(self, name: str) -> None:

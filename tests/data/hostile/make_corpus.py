@@ -126,7 +126,9 @@ def files() -> Iterator[tuple[str, str | bytes]]:
     yield "bad-deep-objects.json", '{"a":' * 10_000 + "1" + "}" * 10_000
     yield "bad-deep-in-a-cell.json", literal(CELL, "[" * 10_000 + "]" * 10_000)
     yield "bad-wrong-format.json", dumps(edited(["format"], "something-else"))
-    yield "bad-newer-version.json", dumps(edited(["version"], 2))
+    yield "bad-newer-version.json", dumps(edited(["version"], 3))
+    yield "bad-prompts-in-version-1.json", dumps(edited(["prompts"], {"text": "a"}))
+    yield "ok-prompts.json", dumps(edited(["version"], 2) | {"prompts": {"corrupt": "b"}})
     yield "bad-version-text.json", dumps(edited(["version"], "1"))
     yield "bad-version-float.json", dumps(edited(["version"], 1.0))
     # -- encodings --------------------------------------------------------------------------------
