@@ -6,11 +6,15 @@ does what the user's gestures do (the panel's own buttons and cell clicks), and 
 that starts a model run waits for its answer — the attention, then the next-token bars —
 in a local event loop, so the lesson's next check reads what the learner sees. The window
 stays live while it waits (the model runs in the dock's worker, as always).
+
+The wait ends on what the dock does, never on a clock: when the answer is in, or when the
+dock is idle without it (the run failed or was stopped: the command says why at once). A
+120 s deadline failed lesson 14 on a loaded machine, where opening SmolLM2 and reading the
+probe took minutes (issue 36); the dock's worker always ends, however slow.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,18 +30,18 @@ from attn_explorer.ui.model.model_view import ModelView
 INSTALLED_MODELS: dict[str, tuple[Callable[[], Path | None], str]] = {
     "smollm2": (smollm2_file, SMOLLM2_INSTALL),
 }
-#: How long a command waits for the model's answer before it says so.
-WAIT_SECONDS = 120.0
+#: How often a waiting command looks at the dock (not a limit: it waits as long as it takes).
+POLL_MS = 20
 
 
-def wait_until(ready: Callable[[], bool], seconds: float = WAIT_SECONDS) -> bool:
-    """Run the event loop until ``ready()`` (polled every 20 ms) or ``seconds`` pass."""
-    deadline = time.monotonic() + seconds
+def wait_for(ready: Callable[[], bool], over: Callable[[], bool]) -> bool:
+    """Run the event loop until ``ready()``, or until ``over()`` says the work waited for has
+    ended without it; True if ready. Both are looked at every POLL_MS; there is no deadline."""
     loop = QEventLoop()
     timer = QTimer()
-    timer.setInterval(20)
-    timer.timeout.connect(lambda: loop.quit() if ready() or time.monotonic() > deadline else None)
-    while not ready() and time.monotonic() <= deadline:
+    timer.setInterval(POLL_MS)
+    timer.timeout.connect(lambda: loop.quit() if ready() or over() else None)
+    while not (ready() or over()):
         timer.start()
         loop.exec()
         timer.stop()
@@ -157,7 +161,8 @@ class ModelSteps:
                 return True
             return bool(panel.top) and not panel.lens_runner.is_busy()
 
-        if not wait_until(ready):
-            raise ValueError(
-                f"the model did not answer within {WAIT_SECONDS:.0f} s: {view.status_label.text()}"
-            )
+        def over() -> bool:  # idle, nothing more on its way: the run failed or was stopped
+            return not view.busy and not panel.lens_runner.is_busy() and not ready()
+
+        if not wait_for(ready, over):
+            raise ValueError(f"the model run ended without its answer: {view.status_label.text()}")
