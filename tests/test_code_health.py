@@ -116,6 +116,22 @@ def test_the_module_map_names_every_module():
     )
 
 
+#: The most ``type: ignore`` lines the package may hold (issue 36: 21 had crept back from 14).
+#: A new one means a real type is missing: a Protocol for an untyped library's object, a
+#: narrower cast, a branch per type; take one off before adding one.
+MAX_TYPE_IGNORES = 12
+
+
+def test_type_ignores_stay_few():
+    where = [
+        f"{path.relative_to(PACKAGE).as_posix()}:{n}"
+        for path in MODULES + sorted(PACKAGE.rglob("__init__.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "type: ignore" in line
+    ]
+    assert len(where) <= MAX_TYPE_IGNORES, f"{len(where)} type: ignore lines: {where}"
+
+
 def test_type_ignores_say_why():
     for path in MODULES:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

@@ -65,7 +65,7 @@ def open_window(path: str, errors: list[str]) -> MainWindow | None:
 
 def run_open(argv: Sequence[str]) -> int:
     """The ``open`` sub-command (see the module docstring)."""
-    from attn_explorer.cli.main import UserError
+    from attn_explorer.cli.console import UserError
     from attn_explorer.state.storage.tensor_files import TensorFileError, open_tensor_file
 
     args = _parser().parse_args(argv)

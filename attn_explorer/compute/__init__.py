@@ -13,7 +13,6 @@ Public API (documented in the README):
 """
 
 from attn_explorer.compute.pipeline import (
-    STAGES,
     STRATEGIES,
     AttentionResult,
     attention,
@@ -41,7 +40,13 @@ from attn_explorer.compute.timing import (
     time_strategies,
 )
 from attn_explorer.compute.trace import GRANULARITIES, LoopStep, LoopTrace, loop_trace
-from attn_explorer.compute.validation import LIMITS, MAX_ABS_VALUE, MAX_PASTE_CELLS, Limits
+from attn_explorer.compute.validation import (
+    LIMITS,
+    MAX_ABS_VALUE,
+    MAX_PASTE_CELLS,
+    STAGES,
+    Limits,
+)
 from attn_explorer.compute.workspace import Workspace
 
 __all__ = [

@@ -21,6 +21,7 @@ from attn_explorer.compute.softmax import NonFiniteRows, softmax_rows
 from attn_explorer.compute.strategies import STRATEGY_FUNCTIONS, marked_source
 from attn_explorer.compute.tiled import DEFAULT_BLOCK, TiledResult, attention_tiled, check_block
 from attn_explorer.compute.validation import (
+    STAGES,
     as_float_array,
     check_limits,
     check_pair,
@@ -30,7 +31,6 @@ from attn_explorer.compute.validation import (
 from attn_explorer.compute.workspace import Workspace
 
 STRATEGIES = tuple(STRATEGY_FUNCTIONS)  # ("loop", "matmul", "batched", "tiled"), teaching order
-STAGES = ("scores", "scaled", "masked", "weights", "output")
 
 
 def attention_scores(query: object, key: object, strategy: str = "batched") -> np.ndarray:

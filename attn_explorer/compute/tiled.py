@@ -28,6 +28,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from attn_explorer.compute.softmax import WORKERS, executor
+from attn_explorer.compute.validation import STAGES
 
 #: Query rows and key columns of one tile, unless told otherwise. At d = 64 a tile of
 #: 16 heads is 16 · 128 · 128 · 4 B = 1 MB, and T = 4096 takes 32² Python turns, not 64².
@@ -306,8 +307,6 @@ class TiledResult:
 
     def stage(self, name: str) -> np.ndarray | None:
         """The array of a pipeline stage by name (see ``STAGES``), derived if it is a grid."""
-        from attn_explorer.compute.pipeline import STAGES
-
         if name not in STAGES:
             raise ValueError(f"stage: unknown stage {name!r}; choose one of {', '.join(STAGES)}.")
         answer: np.ndarray | None = getattr(self, name)

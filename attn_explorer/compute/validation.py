@@ -13,6 +13,11 @@ import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
+#: The pipeline's stages in order, the names ``stage=`` accepts (``AttentionResult.stage``,
+#: ``TiledResult.stage``, ``stage_source``). Here, below the pipeline and the tiled strategy
+#: that both check a name against it, so neither imports the other for it.
+STAGES = ("scores", "scaled", "masked", "weights", "output")
+
 #: Largest magnitude of any query, key or value entry. A score is a sum of d products,
 #: |s| ≤ d·M², and must stay finite in float32 (max 3.4e38) with d at its limit of
 #: 512: 512·(1e15)² = 5.1e32 leaves a margin of 10⁵ for the scale factor and the sums.

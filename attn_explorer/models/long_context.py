@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
+from typing import Protocol
 
 import numpy as np
 
-from attn_explorer.models.decoder.llama import DecoderModel
-from attn_explorer.models.decoder.long_pass import HeadStack, check_memory, pass_bytes
+from attn_explorer.models.decoder.long_pass import HeadStack, LayerKeys, check_memory, pass_bytes
 from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.decoder.ops import KVCache
-from attn_explorer.models.results import ModelAttention
+from attn_explorer.models.decoder.weights import DecoderConfig
+from attn_explorer.models.results import DecoderForward, ModelAttention
 
 #: Hears each long pass's LongStats on this thread as soon as it exists, before layer 1: a
 #: view shows the previews of the layers already done while the rest run (the model
@@ -29,7 +30,42 @@ from attn_explorer.models.results import ModelAttention
 PASS_WATCH: ContextVar[Callable[[LongStats], None] | None] = ContextVar("PASS_WATCH", default=None)
 
 
-def long_pass_bytes(model: DecoderModel, tokens: int) -> int:
+class LongPassModel(Protocol):
+    """What a long pass reads of a decoder: ``DecoderModel`` (``models.decoder.llama``) has
+    all of it and hands a long text here.
+
+    A protocol rather than that class, so the decoder and this module do not import each
+    other: the decoder calls down into :func:`long_attention` and :func:`long_prompt`.
+    """
+
+    @property
+    def config(self) -> DecoderConfig: ...
+
+    @property
+    def kv_heads(self) -> np.ndarray: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def readable(self, ids: list[int]) -> list[str]: ...
+
+    def layer_keys(self, index: int) -> LayerKeys: ...
+
+    def notes(self) -> tuple[str, ...]: ...
+
+    def forward(
+        self,
+        input_ids: np.ndarray,
+        cache: KVCache | None = None,
+        record: bool = True,
+        *,
+        long: LongStats | None = None,
+        progress: Callable[[float, str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> DecoderForward: ...
+
+
+def long_pass_bytes(model: LongPassModel, tokens: int) -> int:
     """Bytes a long pass of ``tokens`` holds besides the model's weights."""
     c = model.config
     return pass_bytes(
@@ -39,7 +75,7 @@ def long_pass_bytes(model: DecoderModel, tokens: int) -> int:
 
 
 def long_attention(
-    model: DecoderModel,
+    model: LongPassModel,
     ids: list[int],
     progress: Callable[[float, str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -103,7 +139,7 @@ def long_attention(
 
 
 def long_prompt(
-    model: DecoderModel, ids: list[int], cache: KVCache
+    model: LongPassModel, ids: list[int], cache: KVCache
 ) -> tuple[np.ndarray, np.ndarray]:
     """A long prompt into ``cache`` by query blocks: its last row's weights (L, H, 1, t)
     and the next token's logits (vocab,), nothing else of its attention kept."""

@@ -1,9 +1,11 @@
 """What a model's forward pass gives the explorer: the result types, encoder and decoder alike.
 
 :class:`ModelAttention` (one sentence: tokens and every layer's Q, K, V, scores and
-weights), :class:`ForwardResult` (a batched pass) and :class:`TakenHead` (one head as
-the explorer takes it). The BERT encoder and the GGUF decoders both return them, so
-they live apart from either model; ``attn_explorer.models`` re-exports them.
+weights), :class:`ForwardResult` (a batched pass), :class:`TakenHead` (one head as
+the explorer takes it) and :class:`DecoderForward` (a decoder's own pass, which the long
+pass of ``models.long_context`` reads without importing the decoder). The BERT encoder
+and the GGUF decoders both return them, so they live apart from either model;
+``attn_explorer.models`` re-exports the first three.
 """
 
 from __future__ import annotations
@@ -141,4 +143,18 @@ class ForwardResult:
     scores: np.ndarray
     weights: np.ndarray
     hidden_states: np.ndarray
+    scale: float
+
+
+@dataclass(frozen=True)
+class DecoderForward:
+    """One forward pass: per-layer (L, H or H_kv, T, …) arrays when recorded, and logits."""
+
+    logits: np.ndarray
+    hidden_states: np.ndarray | None
+    query: np.ndarray | None
+    key: np.ndarray | None
+    value: np.ndarray | None
+    scores: np.ndarray | None
+    weights: np.ndarray | None
     scale: float

@@ -18,11 +18,18 @@ geometry:
 
 It writes ``<view>-<W>x<H>.png`` per view and prints one JSON object: the window's
 rectangle and the problems found per view (empty lists when all is well).
+
+``--docks`` instead opens every combination of the docks a user can open or close (Model,
+Vectors, Lessons by their commands; Inputs, Timing, Stepper by the View menu) over sixteen
+heads and reports the part of the window's width the per-head heatmaps get in each (issue
+36: at least 35 % on 1280 × 720); the PNG of the combination that leaves them least is kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import json
 import os
 import sys
@@ -42,7 +49,7 @@ from attn_explorer.tools.layout_rules import (
 )
 
 if TYPE_CHECKING:
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QDockWidget
 
     from attn_explorer.ui.window.main_window import MainWindow
 
@@ -109,13 +116,19 @@ def _view_model(window: MainWindow) -> None:
     _open_model(window)
 
 
-def _open_model(window: MainWindow) -> None:
+@functools.cache
+def _model_folder() -> Path:
+    """A tiny twelve-head BERT, written once per process."""
     from attn_explorer.models.testing.tiny_bert import tiny_config, write_tiny_bert
 
     folder = Path(tempfile.mkdtemp(prefix="layout-check-model-"))
     write_tiny_bert(folder, config=tiny_config(num_attention_heads=12, hidden_size=48))
+    return folder
+
+
+def _open_model(window: MainWindow) -> None:
     view = window.commands.open_model_view()
-    view.set_model_folder(folder)
+    view.set_model_folder(_model_folder())
     view.set_sentence("The teacher projects attention on the wall.")
     view.compute_now()
     app = _app()
@@ -265,6 +278,103 @@ def check(folder: Path, views: Sequence[str] = VIEWS) -> dict[str, object]:
     return report
 
 
+#: The docks a user opens by a command (made or shown on first use, in this order), and the
+#: ones the View menu shows and hides (there from the start).
+OPENED_DOCKS = ("model", "vectors", "lessons")
+TOGGLED_DOCKS = ("inputs", "timing", "stepper")
+
+
+def dock_combinations(folder: Path) -> dict[str, object]:
+    """Every combination of the docks open over sixteen heads: the share of the window's
+    width the heatmaps get (0 if hidden), which docks are open and which are in sight.
+
+    A fresh window per set of OPENED_DOCKS (opened by their commands); in it, each set of
+    TOGGLED_DOCKS by their View-menu toggles. The PNG of the least share is kept.
+    """
+    from attn_explorer.cli.self_test import close_quietly, settle
+    from attn_explorer.render.qt_app import qt_application
+
+    app = qt_application()
+    from attn_explorer.ui.common.settings import settings
+    from attn_explorer.ui.window.launch import prepare_interpreter
+    from attn_explorer.ui.window.main_window import MainWindow
+
+    prepare_interpreter()
+    folder.mkdir(parents=True, exist_ok=True)
+    screen = app.primaryScreen().availableGeometry()
+    png = folder / f"docks-least-{screen.width()}x{screen.height()}.png"
+    rows: list[dict[str, object]] = []
+    least = 2.0
+    for opened in _subsets(OPENED_DOCKS):
+        settings().clear()  # a first start each: not the last window's saved docks
+        window = MainWindow()
+        window.files.ask_before_discard = False
+        try:
+            window.show()
+            settle(app, 0.2)
+            _view_heads(window)
+            _open_by_command(window, opened)
+            for toggled in _subsets(TOGGLED_DOCKS):
+                docks = _docks(window)
+                for name in TOGGLED_DOCKS:
+                    if docks[name].isHidden() == (name in toggled):
+                        docks[name].toggleViewAction().trigger()  # the View menu's toggle
+                settle(app, 0.3)
+                heatmaps = window.heatmaps
+                visible = heatmaps is not None and heatmaps.isVisible()
+                share = heatmaps.width() / window.width() if heatmaps and visible else 0.0
+                rows.append(
+                    {
+                        "open": [*opened, *toggled],
+                        "heatmaps": round(share, 4),
+                        "window": window.width(),
+                        "shown": [n for n, d in docks.items() if d and not d.isHidden()],
+                        "in_sight": [
+                            n
+                            for n, d in docks.items()
+                            if d and d.isVisible() and not d.visibleRegion().isEmpty()
+                        ],
+                    }
+                )
+                if share < least:
+                    least = share
+                    window.grab().save(str(png))
+        finally:
+            close_quietly(window)
+            settle(app, 0.05)
+    return {"screen": [screen.width(), screen.height()], "combinations": rows}
+
+
+def _subsets(names: Sequence[str]) -> list[list[str]]:
+    """Every subset of ``names``, each in their order, the empty one first."""
+    return [
+        [name for name, on in zip(names, chosen, strict=True) if on]
+        for chosen in itertools.product((False, True), repeat=len(names))
+    ]
+
+
+def _open_by_command(window: MainWindow, names: Sequence[str]) -> None:
+    """Open the ``names`` docks of OPENED_DOCKS as their menu commands do."""
+    if "model" in names:
+        _open_model(window)
+    if "vectors" in names:
+        window.commands.open_vectors_view()
+    if "lessons" in names:
+        window.commands.open_lessons()
+
+
+def _docks(window: MainWindow) -> dict[str, QDockWidget]:
+    """The window's docks by the names above (the model and vectors ones once made)."""
+    made = {"model": window.model_dock, "vectors": window.vectors_dock}
+    fixed = {
+        "lessons": window.lessons_dock,
+        "inputs": window.inputs_dock,
+        "timing": window.timing_dock,
+        "stepper": window.stepper_dock,
+    }
+    return {**{name: dock for name, dock in made.items() if dock is not None}, **fixed}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m attn_explorer.tools.layout_check",
@@ -272,6 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("folder", type=Path, help="where to write the PNGs")
     parser.add_argument("--view", action="append", choices=VIEWS, help="check just this view")
+    parser.add_argument(
+        "--docks", action="store_true", help="every combination of docks: the heatmaps' share"
+    )
     args = parser.parse_args(argv)
     from attn_explorer.cli.self_test import private_app_folders
 
@@ -280,7 +393,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         private_app_folders(Path(scratch)),
     ):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        report = check(args.folder, args.view or VIEWS)
+        if args.docks:
+            report = dock_combinations(args.folder)
+        else:
+            report = check(args.folder, args.view or VIEWS)
     print(json.dumps(report, indent=1))
     return 0
 

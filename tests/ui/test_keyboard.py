@@ -196,6 +196,46 @@ def test_a_pending_size_survives_an_option_change_and_escape_drops_it(qtbot, win
     assert window.session.shape == (1, 1, 3, 2)
 
 
+@pytest.mark.parametrize(("label", "digits"), [("T", "12"), ("d", "7"), ("H", "3")])
+def test_a_size_typed_without_enter_is_applied_by_a_click_on_apply(qtbot, window, label, digits):
+    """Issue 36: typing a size and clicking Apply without Enter did nothing (Apply stayed
+    disabled until the box committed its text, so the click was lost)."""
+    controls = window.size_controls
+    spin, apply = controls.spins[label], controls.apply_button
+    focus_on(qtbot, window, spin)
+    spin.selectAll()
+    qtbot.keyClicks(spin, digits)  # no Enter, no Tab: the box has not committed the text
+    assert spin.text() == f"{label}={digits}" and QApplication.focusWidget() is spin
+    assert apply.isEnabled() and f"{label} = {digits}" in apply.toolTip()
+    qtbot.mouseClick(apply, Qt.MouseButton.LeftButton)
+    settle()
+    _, h, t, d = window.session.shape
+    assert {"H": h, "T": t, "d": d}[label] == int(digits)
+    rows, cols = (
+        window.tables["query"].model().rowCount(),
+        window.tables["query"].model().columnCount(),
+    )
+    assert (rows, cols) == (t, d)  # what the query table shows (one head's T × d)
+    assert spin.text() == f"{label}={digits}" and not apply.isEnabled()
+
+
+def test_apply_is_disabled_while_a_box_holds_no_size_and_says_what_to_type(qtbot, window):
+    controls = window.size_controls
+    spin, apply = controls.spins["T"], controls.apply_button
+    focus_on(qtbot, window, spin)
+    spin.selectAll()
+    qtbot.keyClicks(spin, "9")
+    assert apply.isEnabled()
+    press(qtbot, Key.Key_Backspace)  # "T=": no size
+    assert not apply.isEnabled()
+    assert "T is no size: type a whole number from 1 to 8192" in apply.toolTip()
+    qtbot.keyClicks(spin, "0")  # "T=0": below 1, still no size
+    assert not apply.isEnabled()
+    press(qtbot, Key.Key_Return)  # the box puts its last size back; nothing resized
+    assert window.session.shape == (1, 1, 3, 2) and spin.text() == "T=3"
+    assert not apply.isEnabled() and "Nothing to apply" in apply.toolTip()
+
+
 # -- Tab and F6 -----------------------------------------------------------------------------
 def tab_walk(qtbot, window, key, count):
     seen = []

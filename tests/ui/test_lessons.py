@@ -333,3 +333,76 @@ def test_runner_is_qt_free_and_works_on_any_window_api():
     runner.back()  # replays the setup, not the highlight... then runs step 1 fully
     assert calls[0] == ("highlight", None)
     assert ("load_preset", "worked") in calls
+
+
+# -- issue 36, point 6: a lesson's model command waits on the dock, never on a clock ------------
+@pytest.fixture
+def model_view(qtbot, monkeypatch, tmp_path):
+    """A Model dock with no installed model found (each test opens its own tiny file)."""
+    from attn_explorer.models import discovery
+    from attn_explorer.ui.model.model_view import ModelView
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(discovery, "GGUF_PACKAGES", ())
+    view = ModelView()
+    qtbot.addWidget(view)
+    view.show()
+    yield view
+    view.shutdown()
+
+
+@pytest.fixture
+def minutes_pass(monkeypatch):
+    """A loaded machine, as the clock sees it: a minute passes each time the clock is read
+    (the model run itself takes what it takes here)."""
+    import itertools
+    import time
+
+    real, minutes = time.monotonic, itertools.count()
+    monkeypatch.setattr(time, "monotonic", lambda: real() + 60.0 * next(minutes))
+
+
+def installed_tiny(monkeypatch, path):
+    """Lessons may open a model by name: "tiny" is ``path`` for this test."""
+    from attn_explorer.ui.lessons import model_steps
+
+    monkeypatch.setitem(model_steps.INSTALLED_MODELS, "tiny", (lambda: path, "write it"))
+
+
+@pytest.mark.slow
+def test_a_lesson_waits_for_a_slow_model_however_long_it_takes(
+    qtbot, model_view, monkeypatch, tmp_path, minutes_pass
+):
+    """Lesson 14 failed under load: its command gave the model 120 s by the clock, and
+    opening SmolLM2 took 101 s at load 12 (two cores, two busy loops). Here minutes pass
+    on the clock while the tiny model answers; the command still waits for its answer."""
+    from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
+    from attn_explorer.ui.lessons.model_steps import ModelSteps
+
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, num_layers=2)
+    installed_tiny(monkeypatch, path)
+    steps = ModelSteps(model_view)
+    steps.open_model("tiny", " the cat sat on the mat, the cat sat on")
+    assert model_view.result is not None and not model_view.busy
+    assert model_view.session.folder == str(path)
+    assert model_view.result.tokens[-1].strip() == "on"
+
+
+@pytest.mark.slow
+def test_a_model_run_that_fails_ends_the_lessons_wait_with_its_reason(
+    qtbot, model_view, monkeypatch, tmp_path, minutes_pass
+):
+    """A failed run ends the wait as soon as the dock is idle, with the dock's own reason
+    (before: the wait ran out its clock and said the model did not answer in time)."""
+    from attn_explorer.ui.lessons.model_steps import ModelSteps
+
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(b"GGUF" + b"\0" * 60)  # a header and nothing the reader can use
+    installed_tiny(monkeypatch, path)
+    with pytest.raises(ValueError) as raised:
+        ModelSteps(model_view).open_model("tiny", "some words")
+    message = str(raised.value)
+    assert message.startswith("the model run ended without its answer: ")
+    assert "broken.gguf" in message and "Computing" not in message, message
+    assert not model_view.busy and model_view.result is None

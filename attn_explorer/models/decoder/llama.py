@@ -54,24 +54,10 @@ from attn_explorer.models.formats.dequantize import file_type_name, quantization
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import metadata_value
 from attn_explorer.models.formats.serial import OneCallAtATime, one_call_at_a_time
-from attn_explorer.models.results import ModelAttention
+from attn_explorer.models.results import DecoderForward, ModelAttention
 
 #: Tokens that end a turn, when the vocabulary has them (besides its eos token).
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<end_of_turn>")
-
-
-@dataclass(frozen=True)
-class DecoderForward:
-    """One forward pass: per-layer (L, H or H_kv, T, …) arrays when recorded, and logits."""
-
-    logits: np.ndarray
-    hidden_states: np.ndarray | None
-    query: np.ndarray | None
-    key: np.ndarray | None
-    value: np.ndarray | None
-    scores: np.ndarray | None
-    weights: np.ndarray | None
-    scale: float
 
 
 @dataclass(frozen=True)

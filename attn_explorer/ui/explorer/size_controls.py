@@ -1,16 +1,20 @@
 """The B, H, T, d spin boxes and the fill of new cells; a new size is applied on Enter or Apply.
 
 One rule for the sizes: typing into a box changes nothing until Enter (in the box) or
-Apply. Leaving the box keeps the typed size *pending*: the box shows it, Apply is
-enabled and names it, and the status bar says how to apply it; Escape in the box puts
-the size in effect back. ``set_from_state`` pushes the session's sizes into the spins;
-``apply`` carries the user's sizes into the session (a refused size puts the real ones back).
+Apply. A typed size is *pending* as soon as the box's text is a valid size, Enter
+pressed or not: Apply is enabled and names it, and a click on Apply applies what the
+boxes show (issue 36: it stayed disabled until the box committed its text, so the click
+was lost). Leaving the box keeps the size pending and the status bar says how to apply
+it; Escape in the box puts the size in effect back. While a box's text is no size (empty
+or 0: the box refuses keys past its limit) Apply is disabled and says what to type.
+``set_from_state`` pushes the session's sizes into the spins; ``apply`` carries the user's
+sizes into the session (a refused size puts the real ones back).
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QFocusEvent, QKeyEvent
+from PySide6.QtGui import QFocusEvent, QKeyEvent, QValidator
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -42,6 +46,15 @@ class SizeSpin(QSpinBox):
         super().__init__()
         self.session = session
         self.index = index  # 0…3: B, H, T, d
+
+    def typed_value(self) -> int | None:
+        """The size the box's text says now, committed or not; None while it says none.
+
+        The box keeps its value until Enter or focus-out (no keyboard tracking, so Ctrl+Z
+        stays the box's own until then); its text is read here instead."""
+        text = self.text()
+        state, fixed, _ = self.validate(text, len(text))
+        return self.valueFromText(fixed) if state == QValidator.State.Acceptable else None
 
     def revert(self) -> None:
         """Show the size in effect again (the keyboard's Escape calls it)."""
@@ -81,6 +94,7 @@ class SizeControls(QWidget):
             spin.setToolTip(f"{tip} (1 to {limit}). A new size: {RULE}.")
             spin.setKeyboardTracking(False)
             spin.valueChanged.connect(self._show_pending)
+            spin.lineEdit().textChanged.connect(self._show_pending)  # each key typed
             spin.applyRequested.connect(self.apply)
             spin.left.connect(self._say_pending)
             form.addWidget(spin, 0, n)
@@ -106,9 +120,17 @@ class SizeControls(QWidget):
         self.set_from_state()
 
     def typed(self) -> tuple[int, int, int, int]:
-        """The sizes the boxes show (pending ones included)."""
-        b, h, t, d = (self.spins[k].value() for k in "BHTd")
+        """The sizes the boxes show, pending ones included, typed without Enter too (a box
+        whose text is no size counts as its last value)."""
+        b, h, t, d = (
+            spin.value() if (typed := spin.typed_value()) is None else typed
+            for spin in (self.spins[k] for k in "BHTd")
+        )
         return b, h, t, d
+
+    def unreadable(self) -> list[str]:
+        """The labels of the boxes whose text is no size yet (empty or 0)."""
+        return [label for label, spin in self.spins.items() if spin.typed_value() is None]
 
     def pending(self) -> str:
         """The typed sizes that are not in effect, as the user reads them ('' if none)."""
@@ -130,6 +152,18 @@ class SizeControls(QWidget):
             self.fill.setCurrentIndex(self.fill.findData(self.session.options.fill))
 
     def _show_pending(self) -> None:
+        if unreadable := self.unreadable():
+            self.apply_button.setEnabled(False)
+            self.apply_button.setToolTip(
+                "Nothing to apply while "
+                + ", ".join(
+                    f"{label} is no size: type a whole number from 1 to "
+                    f"{self.spins[label].maximum()}"
+                    for label in unreadable
+                )
+                + " (Escape in the box puts the size in effect back)."
+            )
+            return
         pending = self.pending()
         self.apply_button.setEnabled(bool(pending))
         self.apply_button.setToolTip(
@@ -148,6 +182,8 @@ class SizeControls(QWidget):
             )
 
     def apply(self) -> None:
+        if self.unreadable():  # Apply is disabled then; Enter has put the last value back
+            return
         b, h, t, d = self.typed()
         if (b, h, t, d) != self.session.shape and not self.session.resize(
             batch=b, heads=h, tokens=t, dim=d

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attn_explorer.ui.lessons.waiting import WAIT_SECONDS, wait_until
+from attn_explorer.ui.lessons.waiting import wait_for
 from attn_explorer.ui.model.analysis_panel import AnalysisPanel
 from attn_explorer.ui.model.compare.panel import compare_of
 from attn_explorer.ui.model.compare.state import circuit_heads
@@ -27,9 +27,11 @@ class CompareSteps:
     panel: AnalysisPanel
 
     def _wait_for(self, ready: Callable[[], bool], what: str) -> None:
-        if not wait_until(ready):
-            line = compare_of(self.view).line.text()
-            raise ValueError(f"{what} did not come within {WAIT_SECONDS:.0f} s: {line}")
+        """Wait until ``ready()``, or until the page is idle without it (the work failed or
+        was stopped: its line says why); no deadline, so a loaded machine only waits longer."""
+        compare = compare_of(self.view)
+        if not wait_for(ready, lambda: not compare.busy):
+            raise ValueError(f"{what} did not come: {compare.line.text()}")
 
     def compare(self, corrupt: str) -> None:
         """Type ``corrupt`` beside the sentence and wait for the comparison (or its line)."""

@@ -6,6 +6,11 @@ does what the user's gestures do (the panel's own buttons and cell clicks), and 
 that starts a model run waits for its answer — the attention, then the next-token bars —
 in a local event loop, so the lesson's next check reads what the learner sees. The window
 stays live while it waits (the model runs in the dock's worker, as always).
+
+The wait ends on what the dock does, never on a clock: when the answer is in, or when the
+dock is idle without it (the run failed or was stopped: the command says why at once). A
+120 s deadline failed lesson 14 on a loaded machine, where opening SmolLM2 and reading the
+probe took minutes (issue 36); the dock's worker always ends, however slow.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import numpy as np
 from attn_explorer.models.discovery import SMOLLM2_INSTALL, smollm2_file
 from attn_explorer.models.session import head_name
 from attn_explorer.ui.lessons.compare_steps import CompareSteps
-from attn_explorer.ui.lessons.waiting import WAIT_SECONDS, wait_until
+from attn_explorer.ui.lessons.waiting import wait_for
 from attn_explorer.ui.model.analysis_panel import SCORE_LABELS
 from attn_explorer.ui.model.model_view import ModelView
 
@@ -143,7 +148,8 @@ class ModelSteps(CompareSteps):
                 return True
             return bool(panel.top) and not panel.lens_runner.is_busy()
 
-        if not wait_until(ready):
-            raise ValueError(
-                f"the model did not answer within {WAIT_SECONDS:.0f} s: {view.status_label.text()}"
-            )
+        def over() -> bool:  # idle, nothing more on its way: the run failed or was stopped
+            return not view.busy and not panel.lens_runner.is_busy() and not ready()
+
+        if not wait_for(ready, over):
+            raise ValueError(f"the model run ended without its answer: {view.status_label.text()}")

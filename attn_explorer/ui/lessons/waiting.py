@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QEventLoop, QTimer
 
-#: How long a command waits for the model's answer before it says so.
-WAIT_SECONDS = 120.0
+#: How often a waiting command looks at the dock (not a limit: it waits as long as it takes).
+POLL_MS = 20
 
 
-def wait_until(ready: Callable[[], bool], seconds: float = WAIT_SECONDS) -> bool:
-    """Run the event loop until ``ready()`` (polled every 20 ms) or ``seconds`` pass."""
-    deadline = time.monotonic() + seconds
+def wait_for(ready: Callable[[], bool], over: Callable[[], bool]) -> bool:
+    """Run the event loop until ``ready()``, or until ``over()`` says the work waited for has
+    ended without it; True if ready. Both are looked at every POLL_MS; there is no deadline."""
     loop = QEventLoop()
     timer = QTimer()
-    timer.setInterval(20)
-    timer.timeout.connect(lambda: loop.quit() if ready() or time.monotonic() > deadline else None)
-    while not ready() and time.monotonic() <= deadline:
+    timer.setInterval(POLL_MS)
+    timer.timeout.connect(lambda: loop.quit() if ready() or over() else None)
+    while not (ready() or over()):
         timer.start()
         loop.exec()
         timer.stop()

@@ -10,6 +10,7 @@ keys and the projection are here so both read them from one place.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 import pyqtgraph as pg
@@ -26,6 +27,34 @@ KEY_COLOUR = QColor(230, 110, 0)
 PROJECTION_COLOUR = QColor(20, 150, 60)
 
 
+class MouseClick(Protocol):
+    """What the view box reads of pyqtgraph's ``MouseClickEvent`` (pyqtgraph ships no types)."""
+
+    def button(self) -> Qt.MouseButton: ...
+
+    def scenePos(self) -> QPointF: ...
+
+    def screenPos(self) -> QPointF: ...
+
+    def accept(self) -> None: ...
+
+
+class MouseDrag(Protocol):
+    """What the view box reads of pyqtgraph's ``MouseDragEvent``."""
+
+    def button(self) -> Qt.MouseButton: ...
+
+    def isStart(self) -> bool: ...
+
+    def isFinish(self) -> bool: ...
+
+    def buttonDownScenePos(self) -> QPointF: ...
+
+    def scenePos(self) -> QPointF: ...
+
+    def accept(self) -> None: ...
+
+
 class ArrowViewBox(pg.ViewBox):
     """A ViewBox whose left-drag on an arrow's tip moves the tip instead of panning."""
 
@@ -38,29 +67,29 @@ class ArrowViewBox(pg.ViewBox):
         self.context: Callable[[object], None] = lambda screen_pos: None
         self._dragging = False
 
-    def mouseDragEvent(self, ev: object, axis: object = None) -> None:
-        if ev.button() != Qt.MouseButton.LeftButton:  # type: ignore[attr-defined]  # pyqtgraph event
+    def mouseDragEvent(self, ev: MouseDrag, axis: int | None = None) -> None:
+        if ev.button() != Qt.MouseButton.LeftButton:
             super().mouseDragEvent(ev, axis)
             return
-        if ev.isStart():  # type: ignore[attr-defined]  # pyqtgraph's MouseDragEvent
-            self._dragging = self.grab(ev.buttonDownScenePos())  # type: ignore[attr-defined]  # same
+        if ev.isStart():
+            self._dragging = self.grab(ev.buttonDownScenePos())
         if not self._dragging:
             super().mouseDragEvent(ev, axis)
             return
-        ev.accept()  # type: ignore[attr-defined]  # pyqtgraph's MouseDragEvent
-        self.move(self.mapSceneToView(ev.scenePos()))  # type: ignore[attr-defined]  # same
-        if ev.isFinish():  # type: ignore[attr-defined]  # same
+        ev.accept()
+        self.move(self.mapSceneToView(ev.scenePos()))
+        if ev.isFinish():
             self._dragging = False
             self.release()
 
-    def mouseClickEvent(self, ev: object) -> None:
-        button = ev.button()  # type: ignore[attr-defined]  # pyqtgraph's MouseClickEvent
+    def mouseClickEvent(self, ev: MouseClick) -> None:
+        button = ev.button()
         if button == Qt.MouseButton.RightButton:
-            ev.accept()  # type: ignore[attr-defined]  # same
-            self.context(ev.screenPos())  # type: ignore[attr-defined]  # same
+            ev.accept()
+            self.context(ev.screenPos())
         elif button == Qt.MouseButton.LeftButton:
-            ev.accept()  # type: ignore[attr-defined]  # same
-            self.click(ev.scenePos())  # type: ignore[attr-defined]  # same
+            ev.accept()
+            self.click(ev.scenePos())
 
 
 class ArrowDecorations:

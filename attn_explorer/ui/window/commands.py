@@ -11,7 +11,7 @@ cell, "take this head") to the commands they mean. No math, no layout.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox, QWidget
@@ -85,11 +85,11 @@ class Commands:
         """A late view's gestures to the commands they mean (see ``DeferredViews.built``)."""
         s = self.session
         if name == "heatmaps":
-            grid: HeatmapGrid = view  # type: ignore[assignment]  # the "heatmaps" payload
+            grid = cast("HeatmapGrid", view)  # the "heatmaps" payload (imported late)
             grid.cellClicked.connect(lambda h, i, j: self.seek_cell(s.options.batch_index, h, i, j))
             grid.exportRequested.connect(self.export_dialog)
         elif name == "model":
-            model: ModelView = view  # type: ignore[assignment]  # the "model" payload
+            model = cast("ModelView", view)  # the "model" payload
             model.headTaken.connect(self.take_model_head)
             from attn_explorer.ui.model.compare.panel import attach_compare
             from attn_explorer.ui.model.compare.prompt_files import keep_prompts

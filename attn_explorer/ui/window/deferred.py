@@ -131,6 +131,8 @@ class DeferredViews(QObject):
             self.built.emit("model", self.model_view)
             self.model_dock = self.docks.add_side("Model", self.model_view, "model-dock", 45)
             restore_dock_width(self.docks.window, self.model_dock)  # as wide as last time
+            show_dock(self.model_dock)
+            self.docks.leave_heatmaps_room(self.model_dock, self.splitter)
         show_dock(self.model_dock)
         return self.model_view
 
@@ -144,6 +146,8 @@ class DeferredViews(QObject):
             self.vectors_dock = self.docks.add_side(
                 "Vectors", self.vectors_view, "vectors-dock", None
             )
+            show_dock(self.vectors_dock)
+            self.docks.leave_heatmaps_room(self.vectors_dock, self.splitter)
         show_dock(self.vectors_dock)
         return self.vectors_view
 

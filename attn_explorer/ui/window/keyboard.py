@@ -133,10 +133,14 @@ def uncommitted(widget: QWidget, field: QLineEdit | QPlainTextEdit | QTextEdit) 
 
     A spin box's text is committed once it shows its value (Enter, focus-out): from then
     on Ctrl+Z is the window's Undo, not the line edit's memory of the keys."""
-    if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
-        shown = widget.prefix() + widget.textFromValue(widget.value()) + widget.suffix()  # type: ignore[arg-type]  # an int for QSpinBox, a float for QDoubleSpinBox
-        return widget.text() != shown
-    return isinstance(field, QLineEdit) and field.isUndoAvailable()
+    match widget:  # a case per class: an int's text, then a float's
+        case QSpinBox():
+            shown = widget.textFromValue(widget.value())
+        case QDoubleSpinBox():
+            shown = widget.textFromValue(widget.value())
+        case _:
+            return isinstance(field, QLineEdit) and field.isUndoAvailable()
+    return widget.text() != widget.prefix() + shown + widget.suffix()
 
 
 def _plain_text(text: str) -> str:
@@ -410,10 +414,13 @@ class Keyboard(QObject):
             return self.move_focus(-1 if key == Key.Key_Backtab else 1)
         if key == Key.Key_Escape and not mods and self._releases_on_escape(widget):
             revert = getattr(widget, "revert", None)
-            if callable(revert):
-                revert()
-            elif isinstance(widget, (QSpinBox, QDoubleSpinBox)):
-                widget.setValue(widget.value())  # type: ignore[arg-type]  # its own type; the typed text goes
+            match widget:  # its own value again: the typed text goes
+                case _ if callable(revert):
+                    revert()
+                case QSpinBox():
+                    widget.setValue(widget.value())
+                case QDoubleSpinBox():
+                    widget.setValue(widget.value())
             widget.clearFocus()
             return True
         return False
