@@ -214,7 +214,8 @@ class LongStats:
         same numbers as one product of all rows with temporaries under 32 MB each. ``w`` is
         the layer's weights (its ``gate``, ``up`` and ``down``)."""
         if not blocks:
-            return (activation(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) @ (ff, hidden)
+            whole: np.ndarray = (activation(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, hidden)
+            return whole
         from attn_explorer.models.decoder.long_pass import feed_forward_rows
 
         return feed_forward_rows(h, w.gate, w.up, w.down, activation)
