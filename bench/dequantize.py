@@ -81,9 +81,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cols", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="1024 × 1024, one repeat")
+    parser.add_argument("--json", action="store_true", help="then the rows as one JSON line")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
+    found = []
     rows, cols, repeats = (1024, 1024, 1) if args.quick else (args.rows, args.cols, args.repeats)
-    print(f"dequantize {rows} × {cols} values, median of {repeats} (load {os.getloadavg()[0]:.2f})")
+    print(
+        f"dequantize {rows} × {cols} values, median of {repeats} "
+        f"(load {load[0]:.2f}, {os.cpu_count()} cores)"
+    )
     print(f"{'type':<6} {'ours ms':>9} {'gguf ms':>9} {'ours MB/s':>10} {'gguf/ours':>10}  same")
     for kind in TYPES:
         ours = measure(kind, "ours", rows, cols, repeats)
@@ -93,6 +99,30 @@ def main(argv: list[str]) -> int:
         print(
             f"{kind:<6} {ours['seconds'] * 1e3:9.1f} {theirs['seconds'] * 1e3:9.1f} "
             f"{rate:10.0f} {theirs['seconds'] / ours['seconds']:9.2f}×  {same}"
+        )
+        found.append((kind, ours["seconds"], theirs["seconds"], same == "yes"))
+    if args.json:
+        from attn_explorer.cli.bench_report import TargetRow, rows_json
+
+        table = [
+            TargetRow(
+                f"dequantize {kind} {rows}×{cols}: ours",
+                mine * 1e3,
+                "ms",
+                note=f"gguf {theirs * 1e3:.1f} ms; {'equal' if same else 'NOT EQUAL'}",
+            )
+            for kind, mine, theirs, same in found
+        ]
+        table.append(
+            TargetRow(
+                "dequantize: types not bit-equal to gguf's",
+                float(sum(not same for *_, same in found)),
+                "types",
+                0.0,
+            )
+        )
+        print(
+            json.dumps(rows_json(table, bench="dequantize", load=list(load), cores=os.cpu_count()))
         )
     return 0
 

@@ -16,6 +16,7 @@ tick; a third shows seeks at T = 512, H = 16 (never replayed from the start).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -151,7 +152,9 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps, shorter play")
+    parser.add_argument("--json", action="store_true", help="also print the target rows as JSON")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
     steps = 120 if args.quick else 600
     app = QApplication.instance() or QApplication(sys.argv[:1])
     del app  # kept alive by Qt; named only to make sure it exists
@@ -183,7 +186,41 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("Seek to a random multiply-add, then one step back (CPU ms per move, no replay)")
     print(table(["shape", "multiply-adds", "median", "p95", "max"], sought))
+    print(
+        f"load average {load[0]:.2f} before, {os.getloadavg()[0]:.2f} after, on "
+        f"{os.cpu_count()} cores"
+    )
+    if args.json:
+        print(json.dumps(json_report(rows, played, load)))
     return 0
+
+
+def json_report(rows: list[list[str]], played: list[list[str]], load: tuple) -> dict:
+    """The step rows as target rows (p95 UI-thread CPU ≤ the budget), for bench/all.py."""
+    from attn_explorer.cli.bench_report import HIGHER, TargetRow, rows_json
+
+    targets = [
+        TargetRow(
+            f"stepper step p95 CPU, {row[0]} by {row[1]}",
+            float(row[4]),
+            "ms",
+            BUDGET_MS,
+            note=f"median {row[3]} ms over {row[2]} steps",
+        )
+        for row in rows
+    ]
+    targets += [
+        TargetRow(
+            f"stepper playing at 60 steps/s, {row[0]}",
+            float(row[1]),
+            "/s",
+            None,
+            HIGHER,
+            note=f"p95 CPU per tick {row[3]} ms",
+        )
+        for row in played
+    ]
+    return rows_json(targets, bench="stepper", load=list(load), cores=os.cpu_count())
 
 
 if __name__ == "__main__":

@@ -244,9 +244,72 @@ def main(argv: list[str]) -> int:
         print(f"   {row['T']:>5} {row['causal']!s:>6} {floor['products'] * 1e3:>7.0f}ms "
               f"{floor['exp'] * 1e3:>6.0f}ms {floor['max'] * 1e3:>6.0f}ms {low * 1e3:>6.0f}ms "
               f"{theirs:>8} {ratio:>11}")  # fmt: skip
+    for row in report["floor"]:  # the ratio issue 37 holds the strategy to: its own floor
+        ours = next(
+            r["tiled"] for r in torch_rows if (r["T"], r["causal"]) == (row["T"], row["causal"])
+        )
+        row["tiled"] = ours
+        print(
+            f"   tiled / floor, T{row['T']} causal={row['causal']}: "
+            f"{ours / row['floor']:.2f}  (target ≤ {FLOOR_TARGET})"
+        )
+    print(f"load average {os.getloadavg()[0]:.2f} after, on {os.cpu_count()} cores")
     if args.json:
+        report["targets"] = [row.as_dict() for row in target_rows(report, heads, dim)]
         print(json.dumps(report))
     return 0
+
+
+#: Issue 26's and 37's targets for the tiled strategy.
+MEMORY_TARGET, BATCHED_TARGET, TORCH_TARGET, FLOOR_TARGET = 0.05, 1.5, 1.3, 1.2
+
+
+def target_rows(report: dict, heads: int, dim: int) -> list:
+    """The report's figures that have targets, as bench/all.py's rows."""
+    from attn_explorer.cli.bench_report import TargetRow
+
+    memory = report["memory"]
+    rows = [
+        TargetRow(
+            f"tiled / batched peak memory, H{heads} T{memory['T']} d{dim}",
+            memory["tiled"] / memory["batched"],
+            "×",
+            MEMORY_TARGET,
+        )
+    ]
+    longest = max(r["T"] for r in report["sweep"])
+    for row in report["sweep"]:
+        if row["T"] == longest:
+            rows.append(
+                TargetRow(
+                    f"tiled / batched, H{heads} T{row['T']} causal={row['causal']}",
+                    row["tiled"] / row["batched"],
+                    "×",
+                    BATCHED_TARGET if row["T"] == 2048 else None,
+                )
+            )
+    for row in report["torch"]:
+        ratio = row["tiled"] / row["torch"] if row["torch"] else None
+        rows.append(
+            TargetRow(
+                f"tiled / torch SDPA, H{heads} T{row['T']} causal={row['causal']}",
+                ratio,
+                "×",
+                TORCH_TARGET,
+                note="" if ratio else "torch not run (--quick or not installed)",
+            )
+        )
+    for row in report["floor"]:
+        rows.append(
+            TargetRow(
+                f"tiled / numpy floor, H{heads} T{row['T']} causal={row['causal']}",
+                row["tiled"] / row["floor"],
+                "×",
+                FLOOR_TARGET,
+                note=f"floor {row['floor'] * 1e3:.0f} ms (products, exp, max)",
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":

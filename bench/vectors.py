@@ -29,14 +29,39 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer drag events")
     parser.add_argument("--tokens", type=int, nargs="+", default=[8, 24, 64])
+    parser.add_argument("--json", action="store_true", help="also print the target rows as JSON")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
+    found = []
     for tokens in args.tokens:
-        run(tokens, 60 if args.quick else 300)
+        found.append(run(tokens, 60 if args.quick else 300))
         print()
+    print(
+        f"load average {load[0]:.2f} before, {os.getloadavg()[0]:.2f} after, on "
+        f"{os.cpu_count()} cores"
+    )
+    if args.json:
+        import json
+
+        from attn_explorer.cli.bench_report import TargetRow, rows_json
+
+        rows = [
+            TargetRow(
+                f"vectors drag event p95 CPU, T={tokens}",
+                p95_ms,
+                "ms",
+                BUDGET_MS,
+                note=f"p95 with a due session write {combined_ms:.2f} ms",
+            )
+            for tokens, p95_ms, combined_ms in found
+        ]
+        print(json.dumps(rows_json(rows, bench="vectors", load=list(load), cores=os.cpu_count())))
     return 0
 
 
-def run(tokens: int, events: int) -> None:
+def run(tokens: int, events: int) -> tuple[int, float, float]:
+    """Drag through ``events`` moves at T = ``tokens``; print its table, return
+    (tokens, p95 ms per drag event, p95 ms per event with a due write)."""
 
     import numpy as np
     from PySide6.QtCore import QPointF, Qt
@@ -125,6 +150,7 @@ def run(tokens: int, events: int) -> None:
     window.close()
     window.deleteLater()
     app.processEvents()
+    return tokens, p95(per_event), p95(combined)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from attn_explorer.compute.softmax import WORKERS, executor
 from attn_explorer.compute.validation import STAGES
+
+if TYPE_CHECKING:  # imported when first used: ~5 ms of the window's start-up otherwise
+    from threadpoolctl import ThreadpoolController
 
 #: Query rows and key columns of one tile, unless told otherwise. At d = 64 a tile of
 #: 16 heads is 16 · 128 · 128 · 4 B = 1 MB, and T = 4096 takes 32² Python turns, not 64².
@@ -127,6 +130,8 @@ def _blas() -> ThreadpoolController:
     global _controller
     with _controller_lock:
         if _controller is None:  # it reads every loaded library once (~1 ms)
+            from threadpoolctl import ThreadpoolController
+
             _controller = ThreadpoolController()
         return _controller
 

@@ -214,7 +214,7 @@ class DecoderModel(OneCallAtATime):
                 attended = rms_norm(attended, w.post_attn_norm, c.rms_norm_eps)
             x = x + attended
             h = rms_norm(x, w.ffn_norm, c.rms_norm_eps)
-            mlp = (activation(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, ff) -> (T, hidden)
+            mlp = LongStats.feed_forward(h, w, activation, blocks=long is not None)  # (T, hidden)
             if w.post_ffn_norm is not None:
                 mlp = rms_norm(mlp, w.post_ffn_norm, c.rms_norm_eps)
             x = x + mlp

@@ -74,6 +74,35 @@ def pass_bytes(
     return 4 * (kept + working)
 
 
+#: Bytes of one (rows, ff) temporary of the long pass's feed-forward: under glibc's 32 MB
+#: mmap threshold, so the rows' temporaries are reused from the heap (no fresh pages, no
+#: stall of the GUI thread's allocations), and a few of them at once stay far below one
+#: (T, ff) array (at 8 192 tokens of SmolLM2 each of those is 50 MB, four at once).
+MLP_CHUNK_BYTES = 16 << 20
+
+
+def feed_forward_rows(
+    h: np.ndarray,
+    gate: np.ndarray,
+    up: np.ndarray,
+    down: np.ndarray,
+    activation: Callable[[np.ndarray], np.ndarray],
+    chunk_bytes: int = MLP_CHUNK_BYTES,
+) -> np.ndarray:
+    """``(activation(h @ gate.T) * (h @ up.T)) @ down.T`` a block of rows at a time: (T, hidden).
+
+    Every row is computed by the same products and the same elementwise steps as the whole
+    array would be (a row of a matrix product does not depend on the other rows), so the
+    numbers are the same; only the temporaries are smaller.
+    """
+    rows = max(64, chunk_bytes // (4 * max(gate.shape[0], 1)))
+    out = np.empty((h.shape[0], down.shape[0]), dtype=h.dtype)  # (T, hidden)
+    for r0 in range(0, h.shape[0], rows):
+        part = h[r0 : r0 + rows]  # (rows, hidden)
+        out[r0 : r0 + rows] = (activation(part @ gate.T) * (part @ up.T)) @ down.T
+    return out
+
+
 def available_bytes() -> int:
     """Memory the system can still give (Linux MemAvailable), or a large number if unknown."""
     try:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -202,6 +204,21 @@ class LongStats:
         mask = _pattern_rows(self.input_ids, i0, i0 + bq, 1 if name == "induction" else 0)
         dense: np.ndarray = np.einsum("hij,ij->h", weights, mask[:, :i1], dtype=np.float64)
         return dense
+
+    @staticmethod
+    def feed_forward(
+        h: np.ndarray, w: Any, activation: Callable[[np.ndarray], np.ndarray], blocks: bool
+    ) -> np.ndarray:
+        """A decoder layer's feed-forward of (T, hidden) rows, (T, ff) -> (T, hidden): with
+        ``blocks`` (a long pass: thousands of rows) by row blocks (``feed_forward_rows``), the
+        same numbers as one product of all rows with temporaries under 32 MB each. ``w`` is
+        the layer's weights (its ``gate``, ``up`` and ``down``)."""
+        if not blocks:
+            whole: np.ndarray = (activation(h @ w.gate.T) * (h @ w.up.T)) @ w.down.T  # (T, hidden)
+            return whole
+        from attn_explorer.models.decoder.long_pass import feed_forward_rows
+
+        return feed_forward_rows(h, w.gate, w.up, w.down, activation)
 
     def means(self) -> dict[str, np.ndarray]:
         """(L, H) means over rows, as models.summaries and analysis.head_scores define them."""

@@ -267,6 +267,25 @@ def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
     return rows.swapaxes(1, 2).reshape(weight.shape)  # (heads, pair, d/2, …): halves
 
 
+def join_rows(parts: list[tuple[np.ndarray, int]]) -> np.ndarray:
+    """The parts' rows, one after another, in one new array; a part given with ``heads``
+    > 0 has llama.cpp's Q/K permutation undone as it is copied (:func:`unpermute_rows`
+    without its own copy: the same values in the same places, one copy fewer)."""
+    first = parts[0][0]
+    out = np.empty((sum(p.shape[0] for p, _ in parts), *first.shape[1:]), dtype=first.dtype)
+    row = 0
+    for part, heads in parts:
+        rows = out[row : row + part.shape[0]]
+        if heads:
+            half = part.shape[0] // heads // 2
+            stored = part.reshape(heads, half, 2, *part.shape[1:])  # (heads, d/2, pair, …)
+            np.copyto(rows.reshape(heads, 2, half, *part.shape[1:]), stored.swapaxes(1, 2))
+        else:
+            rows[...] = part
+        row += part.shape[0]
+    return out
+
+
 def permute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
     """llama.cpp's permutation (its converter's ``permute``): halves -> adjacent pairs."""
     half = weight.shape[0] // heads // 2
@@ -315,11 +334,16 @@ class LayerWeights:
         biases: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
         qk_norms: tuple[np.ndarray, np.ndarray] | None = None,
         post_norms: tuple[np.ndarray, np.ndarray] | None = None,
+        permuted_heads: tuple[int, int] = (0, 0),
     ) -> LayerWeights:
-        """The layer from its separate weights (PyTorch layout), Q, K and V joined."""
+        """The layer from its separate weights (PyTorch layout), Q, K and V joined.
+
+        ``permuted_heads`` (query heads, key/value heads), when not zero, says the query and
+        key weights are still in llama.cpp's layout: they are unpermuted as they are joined.
+        """
         return cls(
             attn_norm=attn_norm,
-            qkv=np.concatenate([query, key, value]),
+            qkv=join_rows([(query, permuted_heads[0]), (key, permuted_heads[1]), (value, 0)]),
             attn_output=attn_output,
             ffn_norm=ffn_norm,
             gate=gate,
@@ -446,14 +470,12 @@ class DecoderWeights:
         biases = None
         if c.qkv_bias:
             biases = (tensor("attn_q.bias"), tensor("attn_k.bias"), tensor("attn_v.bias"))
-        if c.permuted_qk:
-            query, key = unpermute_rows(query, c.num_heads), unpermute_rows(key, c.num_kv_heads)
-            if biases is not None:
-                biases = (
-                    unpermute_rows(biases[0], c.num_heads),
-                    unpermute_rows(biases[1], c.num_kv_heads),
-                    biases[2],
-                )
+        if c.permuted_qk and biases is not None:  # the weights: as LayerWeights.fuse joins them
+            biases = (
+                unpermute_rows(biases[0], c.num_heads),
+                unpermute_rows(biases[1], c.num_kv_heads),
+                biases[2],
+            )
         weights = LayerWeights.fuse(
             attn_norm=tensor("attn_norm.weight"),
             query=query,
@@ -465,6 +487,7 @@ class DecoderWeights:
             up=up,
             down=tensor("ffn_down.weight"),
             biases=biases,
+            permuted_heads=(c.num_heads, c.num_kv_heads) if c.permuted_qk else (0, 0),
             qk_norms=(
                 (tensor("attn_q_norm.weight"), tensor("attn_k_norm.weight")) if c.qk_norm else None
             ),

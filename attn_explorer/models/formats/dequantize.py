@@ -23,7 +23,7 @@ more than its float32 output.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,34 @@ def _q8_0(blocks: np.ndarray) -> np.ndarray:
     d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)  # (n, 1)
     x = blocks[:, 2:].view(np.int8).astype(np.float32)  # (n, 32)
     return x * d
+
+
+def _q4_1_into(blocks: np.ndarray, out: np.ndarray) -> None:
+    """``_q4_1`` written into ``out`` (n, 32) float32: the same operations on the same
+    values (a nibble is cast to float32 exactly whether as a uint8 array or as the ufunc's
+    output), with no temporary (n, 32) arrays: 2.6× faster, the same bits."""
+    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)  # (n, 1)
+    m = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)  # (n, 1)
+    qs = blocks[:, 4:]  # (n, 16)
+    halves = out.reshape(-1, 2, 16)  # (n, low / high nibbles, 16): a view
+    np.bitwise_and(qs, np.uint8(0x0F), out=halves[:, 0], casting="unsafe")  # x[i]
+    np.right_shift(qs, np.uint8(4), out=halves[:, 1], casting="unsafe")  # x[16 + i]
+    np.multiply(out, d, out=out)  # d · q
+    np.add(out, m, out=out)  # (d · q) + m
+
+
+def _q8_0_into(blocks: np.ndarray, out: np.ndarray) -> None:
+    """``_q8_0`` written into ``out`` (n, 32) float32: int8 · float32 casts q exactly."""
+    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)  # (n, 1)
+    np.multiply(blocks[:, 2:].view(np.int8), d, out=out)  # q · d
+
+
+#: Kernels that write into a given output: no temporaries, no copy (the same bits).
+_INTO = {"Q4_1": _q4_1_into, "Q8_0": _q8_0_into}
+
+#: Chunks of a tensor from which the cores share its dequantization (numpy releases the
+#: GIL in each of a chunk's operations, so two threads run two chunks at once).
+THREADED_CHUNKS = 4
 
 
 def _gguf_kernel(type_name: str) -> tuple[Callable[[np.ndarray], np.ndarray], int, int] | None:
@@ -113,13 +141,43 @@ def dequantize_fast(data: np.ndarray, type_name: str) -> np.ndarray | None:
         return None
     blocks = rows.reshape(-1, block_bytes)  # (n, block bytes): rows are whole blocks
     out = np.empty((blocks.shape[0], per_block), dtype=np.float32)
+    into = _INTO.get(type_name)
     chunk = max(1, CHUNK_VALUES // per_block)
-    # A file's NaN or ∞ scale gives NaN values, as in gguf; the weights' finiteness is
-    # checked where they are loaded, by tensor name, not warned about here.
-    with np.errstate(invalid="ignore", over="ignore"):
-        for start in range(0, blocks.shape[0], chunk):
-            out[start : start + chunk] = kernel(blocks[start : start + chunk])
+
+    def run(starts: Iterator[int]) -> None:
+        # A file's NaN or ∞ scale gives NaN values, as in gguf; the weights' finiteness is
+        # checked where they are loaded, by tensor name, not warned about here.
+        with np.errstate(invalid="ignore", over="ignore"):
+            for start in starts:  # next() on a range iterator is atomic under the GIL
+                part = blocks[start : start + chunk]
+                if into is not None:
+                    into(part, out[start : start + chunk])
+                else:
+                    out[start : start + chunk] = kernel(part)
+
+    _on_cores(run, range(0, blocks.shape[0], chunk))
     return out.reshape(*raw.shape[:-1], raw.shape[-1] // block_bytes * per_block)
+
+
+def _on_cores(run: Callable[[Iterator[int]], None], starts: range) -> None:
+    """``run`` over ``starts`` here and, for a big tensor, in the shared pool's threads too.
+
+    Each chunk is written by whichever thread takes it, with the same kernel, so the
+    bits do not depend on the threads. A helper not started by the time this thread has
+    taken every chunk is cancelled, not waited for: a caller that is itself a task of the
+    pool never waits on a task that cannot start.
+    """
+    from attn_explorer.compute.softmax import WORKERS, executor
+
+    shared = iter(starts)
+    if WORKERS == 1 or len(starts) < THREADED_CHUNKS:
+        run(shared)
+        return
+    helpers = [executor().submit(run, shared) for _ in range(WORKERS - 1)]
+    run(shared)
+    for helper in helpers:
+        if not helper.cancel():
+            helper.result()
 
 
 def quantization_mix(type_names: list[str]) -> str:

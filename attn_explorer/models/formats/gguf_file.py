@@ -105,6 +105,29 @@ class _Header:
         except UnicodeDecodeError:
             raise self.fail(f"{what} is not UTF-8") from None
 
+    def _strings(self, count: int, what: str) -> list[str]:
+        """``count`` strings as :meth:`string` reads them, with the same checks and messages,
+        in one loop: a vocabulary's 100 000 method calls were ~0.1 s of opening SmolLM2."""
+        out: list[str] = []
+        buffer, end, length_at, pos = self.buffer, self.size, _U64.unpack_from, self.pos
+        for _ in range(count):
+            if pos + 8 > end:
+                self.pos = pos
+                raise self.fail(f"{what} needs 8 bytes but the file ends")
+            length = length_at(buffer, pos)[0]
+            pos += 8
+            if pos + length > end:
+                self.pos = pos
+                raise self.fail(f"{what} needs {length:,} bytes but the file ends")
+            try:
+                out.append(str(buffer[pos : pos + length], "utf-8"))
+            except UnicodeDecodeError:
+                self.pos = pos + length
+                raise self.fail(f"{what} is not UTF-8") from None
+            pos += length
+        self.pos = pos
+        return out
+
     def skip_value(self, value_type: int, what: str, depth: int = 0, read: bool = False) -> Any:
         """Read one metadata value: a scalar or a string. An array is stepped over and
         given as an :class:`ArrayAt` (read by :meth:`read_array`), or with ``read`` as
@@ -134,7 +157,7 @@ class _Header:
             if item_type == _STRING:
                 self.need(count * 8, f"{what} ({count:,} strings)")  # each has an 8-byte length
                 if read:
-                    return [self.string(what) for _ in range(count)]
+                    return self._strings(count, what)
                 pos, end, length_at = self.pos, self.size, _U64.unpack_from
                 for _ in range(count):  # the hot loop of a load: kept to the bare steps
                     if pos + 8 > end:
@@ -333,6 +356,10 @@ class GGUFFile:
         """``values`` (tensor ``name``, or rows of it) if every one is finite, else a
         :class:`ModelError` naming the file and the tensor: a model with NaN or ±inf
         weights is damaged, and would only show NaN everywhere."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = values.sum()  # one pass, no tensor-sized temporary: NaN or ±inf if any is
+        if np.isfinite(total):  # (finite values that overflow the sum go on to the exact check)
+            return values
         finite = np.isfinite(values)
         if not finite.all():
             bad = np.argwhere(~finite)

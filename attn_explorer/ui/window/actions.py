@@ -21,7 +21,6 @@ from attn_explorer.compute import STAGES, STRATEGIES
 from attn_explorer.state.labels import STAGE_NAMES
 from attn_explorer.state.presets import PRESET_TEXT, PRESETS
 from attn_explorer.state.storage.examples import list_examples
-from attn_explorer.ui.window.open_tensors import open_tensors_dialog
 
 if TYPE_CHECKING:
     from attn_explorer.lessons.window import WindowCommands
@@ -40,6 +39,14 @@ STRATEGY_KEYS = {name: (str(n + 1), f"Alt+{n + 1}") for n, name in enumerate(STR
 def plain(text: str) -> str:
     """A menu text as the user reads it: ``&Save…`` → ``Save…``."""
     return text.replace("&&", "\0").replace("&", "").replace("\0", "&")
+
+
+def _open_tensors(files: FileCommands) -> None:
+    """File > Open tensors…: its dialog module (and the tensor file readers) load when used,
+    not at the window's start (the first paint does not need them)."""
+    from attn_explorer.ui.window.open_tensors import open_tensors_dialog
+
+    open_tensors_dialog(files)
 
 
 class WindowActions(QObject):
@@ -120,7 +127,7 @@ class WindowActions(QObject):
             "Open a saved session (.json)",
         )  # fmt: skip
         self.open_tensors = act(
-            "Open &tensors…", partial(open_tensors_dialog, files), None,
+            "Open &tensors…", partial(_open_tensors, files), None,
             "Open your own query, key and value arrays (.npz, .npy, .safetensors)",
         )  # fmt: skip
         self.examples = {

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, cast
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox, QWidget
 
-from attn_explorer.models.take_head import explorer_options, head_source
 from attn_explorer.state.app_state import AppState
 from attn_explorer.ui.common.text import message_box
 from attn_explorer.ui.explorer.matrix_table import MatrixTable
@@ -131,6 +130,7 @@ class Commands:
             taken_options,
             taken_title,
         )
+        from attn_explorer.models.take_head import explorer_options, head_source
 
         try:
             snapshot = taken_inputs(attention, layer, head)
