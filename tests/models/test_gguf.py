@@ -17,7 +17,7 @@ import pytest
 from attn_explorer.cli.model_export import run_model_export
 from attn_explorer.models import ModelError, TextError, load_model
 from attn_explorer.models.decoder.llama import load_gguf
-from attn_explorer.models.decoder.weights import permute_rows, unpermute_rows
+from attn_explorer.models.formats.qk_permutation import permute_rows, unpermute_rows
 from attn_explorer.models.testing.tiny_gguf import llama_cpp_permute, write_tiny_gguf
 
 

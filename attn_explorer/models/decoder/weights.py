@@ -38,6 +38,7 @@ from attn_explorer.models.formats.gguf_metadata import (
     metadata_value,
     refuse,
 )
+from attn_explorer.models.formats.qk_permutation import join_rows, unpermute_rows
 
 #: Every architecture the reader runs (``families.py`` says what each one changes).
 ARCHITECTURES = FAMILIES
@@ -254,43 +255,6 @@ def check_tensors(file: GGUFFile, config: DecoderConfig) -> None:
                 f"{file.path}: tensor {name!r} is stored as {file.type_name(name)}, which cannot "
                 "be read as weights; expected F32, F16 or a quantized type."
             )
-
-
-def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
-    """Undo llama.cpp's Q/K row permutation: adjacent-pair RoPE layout -> halves layout.
-
-    Within each head, llama.cpp stores row 2i as HF's row i and row 2i+1 as HF's row
-    i + d/2. Works for a weight (heads·d, in) and a bias (heads·d,).
-    """
-    half = weight.shape[0] // heads // 2
-    rows = weight.reshape(heads, half, 2, *weight.shape[1:])  # (heads, d/2, pair, …)
-    return rows.swapaxes(1, 2).reshape(weight.shape)  # (heads, pair, d/2, …): halves
-
-
-def join_rows(parts: list[tuple[np.ndarray, int]]) -> np.ndarray:
-    """The parts' rows, one after another, in one new array; a part given with ``heads``
-    > 0 has llama.cpp's Q/K permutation undone as it is copied (:func:`unpermute_rows`
-    without its own copy: the same values in the same places, one copy fewer)."""
-    first = parts[0][0]
-    out = np.empty((sum(p.shape[0] for p, _ in parts), *first.shape[1:]), dtype=first.dtype)
-    row = 0
-    for part, heads in parts:
-        rows = out[row : row + part.shape[0]]
-        if heads:
-            half = part.shape[0] // heads // 2
-            stored = part.reshape(heads, half, 2, *part.shape[1:])  # (heads, d/2, pair, …)
-            np.copyto(rows.reshape(heads, 2, half, *part.shape[1:]), stored.swapaxes(1, 2))
-        else:
-            rows[...] = part
-        row += part.shape[0]
-    return out
-
-
-def permute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
-    """llama.cpp's permutation (its converter's ``permute``): halves -> adjacent pairs."""
-    half = weight.shape[0] // heads // 2
-    rows = weight.reshape(heads, 2, half, *weight.shape[1:])  # (heads, pair, d/2, …)
-    return rows.swapaxes(1, 2).reshape(weight.shape)
 
 
 @dataclass(frozen=True)
