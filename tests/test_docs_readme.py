@@ -24,7 +24,7 @@ PAGES = [
     "troubleshooting.md",
 ]  # fmt: skip
 #: Pages whose picture is added with a feature being merged: the shot it will be.
-PENDING_PICTURES = {"two-prompts.md": "img/two-prompts.png"}
+PENDING_PICTURES: dict[str, str] = {}
 
 
 def shot_paths() -> dict[str, object]:

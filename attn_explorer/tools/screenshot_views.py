@@ -216,6 +216,31 @@ def model_instruments(window: MainWindow) -> None:
     settle(1.0)
 
 
+@shot(
+    "two-prompts.png",
+    "Two prompts on SmolLM2: the name swapped in the corrupted prompt, both logit differences, "
+    "and every head patched from the clean run into the corrupted one",
+    needs=SMOLLM2,
+)
+def two_prompts(window: MainWindow) -> None:
+    """The two-prompt page's picture: the Compare view after "every head" was patched."""
+    from attn_explorer.ui.model.compare.panel import compare_of
+
+    hide_bottom_docks(window)
+    view = open_model(window, SMOLLM2, IOI_PROMPT, width=900)
+    compare = compare_of(view)
+    assert compare.corrupt_edit is not None
+    compare.corrupt_edit.setText(IOI_PROMPT.replace("John gave", "Mary gave"))
+    if compare.toggle is not None:
+        compare.toggle.setChecked(True)
+    compare.compare_now()
+    wait_for(lambda: not compare.busy and compare.state.outcome is not None)
+    compare.pages.setCurrentWidget(compare.patching)
+    compare.patching.start("heads", ask=False)
+    wait_for(lambda: not compare.busy and compare.state.heads is not None)
+    settle(1.0)
+
+
 @shot("lessons.png", "Lesson 2 in the Lessons dock: the step-through it points at, framed")
 def lessons(window: MainWindow) -> None:
     _layout_view("lessons+inputs")(window)
