@@ -112,7 +112,7 @@ def benches(quick: bool, llm: bool) -> list[Bench]:
         Bench(
             "bench/model_view.py",
             ["bench/model_view.py", "--json"],
-            ["--tokens", "256"],
+            ["--tokens", "1024"],  # up to ~700 tokens run in one full pass: no long pass
             True,
             runs=3,
         ),

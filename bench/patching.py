@@ -222,7 +222,34 @@ def measure(quick: bool) -> dict[str, Any]:
                 "max_map_difference": worst,
             }
         result["load_after"] = load_average()
+    result["targets"] = target_rows(result, quick)
     return result
+
+
+def target_rows(result: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
+    """The issue's two targets as bench/all.py reads them (no target on the tiny model)."""
+    from attn_explorer.cli.bench_report import TargetRow
+
+    size = f"{result['model']}, {result['tokens']} tokens"
+    rows = [
+        TargetRow(
+            f"analyze --corrupt --no-ablation, whole command, {size}",
+            result["ours_s"],
+            "s",
+            None if quick else OURS_TARGET_S,
+        )
+    ]
+    tl = result["transformer_lens"]
+    rows.append(
+        TargetRow(
+            f"patching ours / TransformerLens (own processes), {size}",
+            None if tl is None else tl["ratio"],
+            "×",
+            None if quick else RATIO_TARGET,
+            note="" if tl is not None else "TransformerLens not installed (the reference extra)",
+        )
+    )
+    return [row.as_dict() for row in rows]
 
 
 def print_table(result: dict[str, Any]) -> None:

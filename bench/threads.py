@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import os
 import sys
 import tempfile
@@ -85,14 +86,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4, help="calls at once (default 4)")
     parser.add_argument("--tokens", type=int, default=20, help="new tokens a call (default 20)")
     parser.add_argument("--quick", action="store_true", help="a tiny random model, 3 tokens")
+    parser.add_argument(
+        "--json", action="store_true", help="after the table, the target rows as JSON"
+    )
     args = parser.parse_args(argv)
     tokens = 3 if args.quick else args.tokens
     with tempfile.TemporaryDirectory() as folder:  # the tiny model's file, mapped meanwhile
-        return measure(load(args.quick, Path(folder)), args.threads, tokens, args.quick)
+        model = load(args.quick, Path(folder))
+        return measure(model, args.threads, tokens, args.quick, args.json)
 
 
-def measure(model: DecoderModel, threads: int, tokens: int, quick: bool) -> int:
-    """Time the four runs on ``model`` and print them; 1 if any text differed."""
+def measure(model: DecoderModel, threads: int, tokens: int, quick: bool, as_json: bool) -> int:
+    """Time the four runs on ``model`` and print them; 1 if any text differed.
+
+    With ``as_json`` the table is followed by ``{"targets": [...]}`` (bench/all.py reads the
+    last JSON object a bench prints): the ratio against its target and the count of threads
+    whose text differed from the same call in sequence (target 0).
+    """
     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(threads)]
     model.generate("Warm up every layer", max_new_tokens=2)
     unlocked = inspect.unwrap(DecoderModel.generate)  # without its per-model lock
@@ -126,6 +136,17 @@ def measure(model: DecoderModel, threads: int, tokens: int, quick: bool) -> int:
     print(f"ratio threads / sequential: {ratio:.2f} (target ≤ {TARGET}: {verdict})")
     load_average = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"cores: {os.cpu_count()}, load average: {load_average}")
+    if as_json:
+        from attn_explorer.cli.bench_report import TargetRow
+
+        differed = sum(not same for _, _, same in rows[:2])
+        size = f"{threads} threads × {tokens} tokens, {name}"
+        targets = [
+            # the tiny model's calls last microseconds: its ratio times thread start-up
+            TargetRow(f"threads / sequential, {size}", ratio, "×", None if quick else TARGET),
+            TargetRow(f"threaded calls whose text differed, {size}", float(differed), "", 0.0),
+        ]
+        print(json.dumps({"targets": [t.as_dict() for t in targets]}, indent=1))
     return 0 if all(same for _, _, same in rows) else 1
 
 
