@@ -39,6 +39,8 @@ class Document:
         #: The model dock's prompts, saved with the numbers and set by the file opened
         #: (the window keeps it up to date; a file without prompts leaves it as it was).
         self.prompts: Prompts | None = None
+        #: The prompts as the document's file holds them (set by open and save).
+        self._saved_prompts = Prompts()
 
     @property
     def path(self) -> str | None:
@@ -66,6 +68,28 @@ class Document:
         """True when replacing the numbers would lose changes that are on no disk."""
         return self.session.dirty
 
+    @property
+    def prompts_modified(self) -> bool:
+        """True when the document's file holds other prompts than the model dock now does.
+
+        Only a document with a file counts: its prompts are part of what Save writes there.
+        An untitled document's prompts are the model dock's typing, which replacing the
+        numbers never touches (the dock keeps them), so exploring a model asks nothing.
+        """
+        prompts = self.prompts if self.prompts is not None else Prompts()
+        return self._path is not None and prompts != self._saved_prompts
+
+    def set_prompts(self, prompts: Prompts) -> None:
+        """The model dock's prompts now (what Save writes); says so with ``events.prompts``."""
+        if prompts != self.prompts:
+            self.prompts = prompts
+            self.session.events.prompts.emit()
+
+    @property
+    def modified(self) -> bool:
+        """What the title's mark and closing the window ask about: numbers or prompts."""
+        return self.session.dirty or self.prompts_modified
+
     def open(self, path: str | os.PathLike[str]) -> bool:
         """Replace the session with a session file; on any problem report it and change nothing."""
         try:
@@ -79,6 +103,7 @@ class Document:
         self._source = None
         if loaded.prompts is not None:
             self.prompts = loaded.prompts
+        self._saved_prompts = self.prompts if self.prompts is not None else Prompts()
         # Absolute: recent files and the next start must find it from any folder.
         self._path = os.path.abspath(path)
         self.session.mark_saved()
@@ -98,6 +123,7 @@ class Document:
             return False
         self._name = name
         self._path = os.path.abspath(path)
+        self._saved_prompts = self.prompts if self.prompts is not None else Prompts()
         self.session.mark_saved()
         self.session.events.document.emit()
         self.session.report(f"Saved {path}", "info")
@@ -143,6 +169,8 @@ class Document:
         self._name = loaded.name
         self._source = None
         self._path = original if original and Path(original).is_file() else None
+        if loaded.prompts is not None:  # the model dock's, as the autosave kept them
+            self.prompts = loaded.prompts
         self.session.clear_history()
         self.session.events.document.emit()
         return True

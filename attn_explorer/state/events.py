@@ -37,6 +37,7 @@ class SessionEvents:
       never hear of it
     - ``dirty(bool)``: unsaved-changes flag changed
     - ``document()``: the document's name or file changed (opened, saved, replaced)
+    - ``prompts()``: the model dock's prompts changed (:meth:`Document.set_prompts`)
     - ``message(text, level)``: something to tell the user (status bar)
     - ``undo_changed()``: what undo / redo would do changed
     """
@@ -49,5 +50,6 @@ class SessionEvents:
         self.step = Event()
         self.dirty = Event()
         self.document = Event()
+        self.prompts = Event()
         self.message = Event()
         self.undo_changed = Event()

@@ -13,7 +13,9 @@ from attn_explorer.state.storage.session_file import (
     load_session,
     load_session_text,
     save_session,
+    session_json,
     session_to_dict,
+    snapshot_to_dict,
 )
 
 PROMPTS = Prompts(
@@ -93,3 +95,30 @@ def test_bad_prompts_are_refused_by_their_json_path(version, prompts, message):
 def test_missing_prompt_fields_take_their_defaults():
     loaded = load_session_text(_text(2, {"corrupt": "b"}))
     assert loaded.prompts == Prompts(corrupt="b")
+
+
+def test_prompts_modified_only_counts_against_the_document_s_file(tmp_path):
+    session = Session()
+    document = Document(session)
+    heard: list[int] = []
+    session.events.prompts.connect(lambda: heard.append(1))
+    document.set_prompts(Prompts("a cat", "a hat"))  # untitled: the dock's typing, not a change
+    assert heard == [1] and not document.prompts_modified and not document.modified
+    path = tmp_path / "kept.json"
+    assert document.save_to(path) and not document.modified
+    document.set_prompts(Prompts("a cat", "a hat"))  # the same prompts again: no event
+    assert heard == [1]
+    document.set_prompts(Prompts("a cat", "a bat"))
+    assert document.prompts_modified and document.modified and not document.has_unsaved_work
+    assert document.open(path) and document.prompts == Prompts("a cat", "a hat")
+    assert not document.modified
+
+
+def test_recovering_an_autosave_brings_its_prompts_back(tmp_path):
+    session = Session()
+    kept = Prompts("When Mary and John", "When John and Mary", "", "")
+    text = session_json(snapshot_to_dict(session.snapshot(), session.options, "work", kept))
+    (tmp_path / "autosave.json").write_text(text, encoding="utf-8")
+    document = Document(Session())
+    assert document.recover(load_session(tmp_path / "autosave.json"), None)
+    assert document.prompts == kept and document.name == "work"

@@ -99,6 +99,21 @@ def test_autosave_is_written_in_the_background_and_recovered(qtbot, window):
     assert "Recovered unsaved changes" in fresh.statusBar().currentMessage()
 
 
+def test_autosave_keeps_the_model_dock_s_prompts_with_the_numbers(qtbot, window):
+    from attn_explorer.state.storage.prompts import Prompts
+
+    window.state.document.set_prompts(Prompts("When Mary and John", "When John and Mary"))
+    window.session.set_cell("query", 1, 1, 7.5)
+    window.files.write_autosave().join(5)
+    text = autosave_path().read_text(encoding="utf-8")
+    assert '"corrupt": "When John and Mary"' in text
+    fresh = MainWindow()
+    fresh.files.ask_before_discard = False
+    qtbot.addWidget(fresh)
+    assert fresh.files.start() == "recovered"
+    assert fresh.state.document.prompts == Prompts("When Mary and John", "When John and Mary")
+
+
 def test_corrupt_autosave_is_set_aside_not_fatal(qtbot, window):
     autosave_path().write_text("{broken")
     fresh = MainWindow()

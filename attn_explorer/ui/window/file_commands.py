@@ -153,9 +153,14 @@ class FileCommands(QObject):
         message_box(self.window, QMessageBox.Icon.Warning, title, self._last_error or title)
 
     # -- asking --------------------------------------------------------------------------
-    def confirm_discard(self) -> bool:
-        """True if the numbers may be replaced: nothing unsaved, or saved, or discarded."""
-        if not self.document.has_unsaved_work or not self.ask_before_discard:
+    def confirm_discard(self, *, prompts: bool = False) -> bool:
+        """True if the numbers may be replaced: nothing unsaved, or saved, or discarded.
+
+        ``prompts``: also ask when only the model dock's prompts differ from the document's
+        file (closing the window, or opening a file, whose prompts replace the dock's).
+        """
+        unsaved = self.document.modified if prompts else self.document.has_unsaved_work
+        if not unsaved or not self.ask_before_discard:
             return True
         answer = message_box(
             self.window,
@@ -232,7 +237,7 @@ class FileCommands(QObject):
         return True
 
     def open_dialog(self) -> bool:
-        if not self.confirm_discard():
+        if not self.confirm_discard(prompts=True):
             return False
         path, _ = QFileDialog.getOpenFileName(
             self.window, "Open session", last_dir(), SESSION_FILTER
@@ -246,7 +251,7 @@ class FileCommands(QObject):
 
     def open_recent(self, path: str) -> bool:
         """Open a recent file; one that cannot be opened any more is said so and forgotten."""
-        if not self.confirm_discard():
+        if not self.confirm_discard(prompts=True):
             return False
         if self.open_path(path):
             return True
@@ -320,6 +325,7 @@ class FileCommands(QObject):
                 )
             return None
         snapshot, options, name = session.snapshot(), session.options, self.document.name
+        prompts = self.document.prompts  # the model dock's, recovered with the numbers
         path = autosave_path()
         settings().setValue("recovery/path", self.document.path or "")
 
@@ -330,7 +336,7 @@ class FileCommands(QObject):
                 if generation != self._recovery_generation:
                     return  # saved or discarded since: nothing to recover any more
                 try:
-                    text = session_json(snapshot_to_dict(snapshot, options, name))
+                    text = session_json(snapshot_to_dict(snapshot, options, name, prompts))
                     write_atomic(path, text.encode("utf-8"))
                 except Exception:  # best effort: an explicit save reports its own errors
                     pass
@@ -355,7 +361,7 @@ class FileCommands(QObject):
     def close(self) -> bool:
         """The window is closing: ask about unsaved work; False keeps the window open."""
         if self.ask_before_discard:
-            if not self.confirm_discard():
+            if not self.confirm_discard(prompts=True):
                 return False
             self._autosave_timer.stop()
             self.discard_recovery()  # saved or discarded: the next start opens the disk's copy

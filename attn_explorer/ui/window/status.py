@@ -65,13 +65,15 @@ class StatusBar:
 
 
 def follow_title(window: QMainWindow, state: AppState) -> None:
-    """Keep ``window``'s title on the document's name, marked while it has unsaved changes."""
+    """Keep ``window``'s title on the document's name, marked while it has unsaved changes
+    (its numbers, or the model dock's prompts when its file holds others)."""
 
     def update() -> None:
         # "[*]" becomes "*" while modified; the platform adds " — Attention Explorer".
         window.setWindowTitle(f"{state.document.name}[*]")
-        window.setWindowModified(state.session.dirty)
+        window.setWindowModified(state.document.modified)
 
     state.session.events.dirty.connect(lambda dirty: update())
     state.session.events.document.connect(update)
+    state.session.events.prompts.connect(update)
     update()

@@ -270,16 +270,25 @@ def test_save_and_reopen_a_session_with_both_prompts(user, tmp_path):
     data = json.loads(saved.read_text(encoding="utf-8"))
     assert data["version"] == 2
     assert data["prompts"] == {"text": CLEAN, "corrupt": CORRUPT, "answer": "", "wrong": ""}
-    # change both prompts, then open the saved file: both come back, and run again
+    window = user.window
+    assert not window.isWindowModified() and user.title().startswith("two-prompts")
+    assert "*" not in user.title()
+    # change both prompts: the file holds others now, so the title says modified …
     for edit in (view.sentence_edit, panel.corrupt_edit):
         user.click(edit)
         edit.selectAll()
         user.type_text(" a dog", widget=edit)
     compared(user, view)
+    assert window.isWindowModified() and user.title().startswith("two-prompts*")
+    # … and opening the saved file asks first (its prompts replace the dock's)
+    window.files.ask_before_discard = True
+    user.press_button("Discard")
     user.pick_file(saved)
     user.choose("File", "Open…")
+    window.files.ask_before_discard = False
     assert view.sentence_edit.text() == CLEAN and panel.corrupt_edit.text() == CORRUPT
     compared(user, view)
+    assert not window.isWindowModified()
     user.qtbot.waitUntil(lambda: panel.state.outcome is not None, timeout=15_000)
     assert panel.state.outcome.comparison.corrupt_tokens[6] == "h"
     assert panel.line.text().startswith("Compared")

@@ -38,7 +38,7 @@ def keep_prompts(view: ModelView, document: Document) -> None:
     """Keep ``document.prompts`` up to date with the dock, and open a file's into it."""
 
     def remember() -> None:
-        document.prompts = current_prompts(view.session)
+        document.set_prompts(current_prompts(view.session))
 
     def restore() -> None:
         prompts = document.prompts
