@@ -319,11 +319,21 @@ class Keyboard(QObject):
     def refresh(self) -> None:
         """Name new controls and chain every panel's controls into one Tab order."""
         name_controls(self.window)
-        self.tab_order()  # tables stop keeping Tab for themselves
+        self._tables_release_tab()
         for dock in self.window.findChildren(QDockWidget):
             if not dock.property("keyboardWatched"):
                 dock.setProperty("keyboardWatched", True)
                 dock.visibilityChanged.connect(lambda _visible: self._refresh_timer.start())
+
+    def _tables_release_tab(self) -> None:
+        """Tables and lists stop keeping Tab for themselves (arrows move in them).
+
+        ``tab_stops`` does the same on its walk; this is that one effect without the walk
+        in reading order (~20 ms of the window's construction, before its first paint).
+        """
+        for view in self.window.findChildren(QAbstractItemView):
+            if view.focusProxy() is None and view.window() is self.window:
+                view.setTabKeyNavigation(False)
 
     def _panel_of(self, widget: QWidget | None) -> int:
         panels = self.panels()
