@@ -131,6 +131,23 @@ def test_exp2_and_exp_paths_give_the_reference(far_value):
         assert weights[2, 3] < 1e-20
 
 
+@pytest.mark.parametrize("top", [-20.0, 10.0, 63.0, 65.0, 127.0, 200.0, 1000.0])
+def test_a_block_is_shifted_only_where_its_exponentials_could_overflow(top):
+    """float32 blocks whose scaled scores (base 2) all lie in [−126, NO_SHIFT_MAX] skip the
+    shift; above it (2^200 overflows float32) they are shifted. Either way: the reference."""
+    rng = np.random.default_rng(12)
+    x = rng.uniform(-8.0, 0.0, size=(3, 5, 9)).astype(np.float32)
+    x += np.float32(top / np.log2(np.e))  # the block's largest scaled value lies near top
+    weights, fully = softmax_rows(x)
+    expected, _ = reference_softmax(x.astype(np.float64), None)
+    # float32 scales each score before any shift: y = x·log2 e rounds by |y|·2^-24, so a
+    # weight carries ~|top|·6e-8 of relative error whichever path it takes.
+    tol = 2e-6 + abs(top) * 1.2e-7
+    np.testing.assert_allclose(weights, expected, rtol=tol, atol=1e-30)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=2e-6)
+    assert not fully.any()
+
+
 @pytest.mark.parametrize("hidden_value", [np.inf, np.nan, 1e30])
 def test_a_non_finite_or_overflowing_entry_under_a_hidden_key_is_ignored(hidden_value):
     """Hidden keys do not count, whatever they hold: +inf (or x · factor overflowing to
