@@ -63,8 +63,24 @@ TARGETS_37 = {
 #: Issue 37's table in its order: (label, the start of the measure that answers it).
 ISSUE_37 = (
     ("attention() / torch SDPA, H16 T512", "attention() / torch SDPA (own process), H16 T512"),
+    (
+        "  its numpy floor / torch SDPA",
+        "attention()'s numpy floor / torch SDPA (own process), H16 T512",
+    ),
     ("attention() / its own two matmuls, T512", "attention() / its two matmuls, H16 T512"),
+    (
+        "  its numpy floor / its two matmuls",
+        "attention()'s numpy floor / its two matmuls, H16 T512",
+    ),
+    (
+        "  products and exp2 alone / matmuls",
+        "the two products and an exp2 alone / the two matmuls, H16 T512",
+    ),
     ("attention() / torch SDPA, H16 T2048", "attention() / torch SDPA (own process), H16 T2048"),
+    (
+        "  its numpy floor / torch SDPA",
+        "attention()'s numpy floor / torch SDPA (own process), H16 T2048",
+    ),
     ("cold start → first paint", "cold start to first paint"),
     ("peak RSS of an 8 192-token pass of SmolLM2", "long pass peak RSS, 8,192 tokens"),
     ("open SmolLM2 + first forward / warm forward", "SmolLM2 open + first forward / warm"),

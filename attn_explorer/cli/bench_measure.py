@@ -76,6 +76,13 @@ class AttentionRow:
     peak_in_score_tensors: float
     torch_seconds: float | None = None
     ratio_to_torch: float | None = None
+    #: numpy's floor for the same work: the two products, one row max and one exp2 of
+    #: every score, each a single numpy call over the whole grid (no scale, no checks,
+    #: no normalisation): what any numpy softmax between the two products costs at least.
+    floor_seconds: float | None = None
+    ratio_to_floor: float | None = None
+    #: Below even that: the two products and one exp2 of every score (no row max).
+    exp_only_seconds: float | None = None
 
 
 def round_robin(
@@ -189,6 +196,20 @@ def bench_attention(
         np.matmul(query, np.swapaxes(key, -1, -2), out=grid)  # (1, H, T, T)
         return np.matmul(grid, value, out=out)  # (1, H, T, T) @ (1, H, T, d) -> (1, H, T, d)
 
+    weights = np.empty_like(grid)  # (1, H, T, T)
+    row_max = np.empty((1, heads, tokens, 1), dtype=np.float32)
+
+    def numpy_floor() -> np.ndarray:  # the products plus the least a softmax reads and writes
+        np.matmul(query, np.swapaxes(key, -1, -2), out=grid)  # (1, H, T, T)
+        np.max(grid, axis=-1, keepdims=True, out=row_max)  # one pass: each row's max
+        np.exp2(grid, out=weights)  # one pass: read every score, write every weight
+        return np.matmul(weights, value, out=out)  # (1, H, T, d)
+
+    def exp_only() -> np.ndarray:  # a bound below any softmax: no max, no sum, no scale
+        np.matmul(query, np.swapaxes(key, -1, -2), out=grid)  # (1, H, T, T)
+        np.exp2(grid, out=weights)
+        return np.matmul(weights, value, out=out)  # (1, H, T, d)
+
     # As the app keeps one: each edit recomputes the same shape. (A tree from before
     # Workspace existed, run for a before/after --compare, has none.)
     workspace = getattr(compute, "Workspace", None)
@@ -201,6 +222,8 @@ def bench_attention(
             "attention": lambda: attention(query, key, value, **kept),
             "fresh": lambda: attention(query, key, value),
             "two matmuls": two_matmuls,
+            "numpy floor": numpy_floor,
+            "exp only": exp_only,
         },
         repeats,
         min_seconds,
@@ -226,6 +249,9 @@ def bench_attention(
         ratio_to_two_matmuls=times["attention"] / times["two matmuls"],
         peak_extra_bytes=peak,
         peak_in_score_tensors=peak / score_tensor,
+        floor_seconds=times["numpy floor"],
+        ratio_to_floor=times["attention"] / times["numpy floor"],
+        exp_only_seconds=times["exp only"],
     )
     if "torch" in times:
         row.torch_seconds = times["torch"]

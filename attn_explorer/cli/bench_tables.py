@@ -104,6 +104,38 @@ def target_rows(report: dict[str, Any]) -> list[TargetRow]:
                 1.6 if (row["heads"], row["tokens"]) == (16, 512) else None,
             )
         )
+        floor = row.get("floor_seconds")  # absent from reports of older trees
+        if floor:
+            floor_note = "numpy's floor: the two products, a row max and an exp2 of every score"
+            rows.append(
+                TargetRow(
+                    f"attention()'s numpy floor / its two matmuls, {shape}",
+                    floor / row["two_matmuls_seconds"],
+                    "×",
+                    note=floor_note,
+                )
+            )
+            rows.append(
+                TargetRow(f"attention() / its numpy floor, {shape}", row["ratio_to_floor"], "×")
+            )
+            if row.get("exp_only_seconds"):
+                rows.append(
+                    TargetRow(
+                        f"the two products and an exp2 alone / the two matmuls, {shape}",
+                        row["exp_only_seconds"] / row["two_matmuls_seconds"],
+                        "×",
+                        note="a bound below any softmax: no row max, no sum, no scale",
+                    )
+                )
+            if row["torch_seconds"] is not None:
+                rows.append(
+                    TargetRow(
+                        f"attention()'s numpy floor / torch SDPA (own process), {shape}",
+                        floor / row["torch_seconds"],
+                        "×",
+                        note=floor_note,
+                    )
+                )
         rows.append(TargetRow(f"attention(), {shape}", row["attention_seconds"] * 1e3, "ms"))
         if row["ratio_to_torch"] is not None:
             rows.append(

@@ -30,7 +30,18 @@ def test_quick_json_has_every_column(capsys):
         # the result alone holds scores and weights: two (H, T, T) tensors
         assert 1.9 < row["peak_in_score_tensors"] < 3
         assert (row["torch_seconds"] is None) == (row["ratio_to_torch"] is None)
+        # numpy's floor does the two products and more: it cannot beat them
+        assert row["floor_seconds"] > 0
+        assert row["ratio_to_floor"] == row["attention_seconds"] / row["floor_seconds"]
     targets = {row["measure"]: row for row in report["targets"]}
+    first = report["attention"][0]
+    shape = f"H{first['heads']} T{first['tokens']} d{first['dim']}"
+    floor_row = targets[f"attention()'s numpy floor / its two matmuls, {shape}"]
+    assert floor_row["now"] == first["floor_seconds"] / first["two_matmuls_seconds"]
+    assert "exp2" in floor_row["note"] and floor_row["target"] is None
+    assert targets[f"attention() / its numpy floor, {shape}"]["now"] == first["ratio_to_floor"]
+    bound = targets[f"the two products and an exp2 alone / the two matmuls, {shape}"]
+    assert bound["now"] == first["exp_only_seconds"] / first["two_matmuls_seconds"]
     torch_row = targets["attention() / torch SDPA (own process), H4 T256 d32"]
     assert torch_row["now"] is None and torch_row["note"]  # says why it is missing
     per_head = targets["per-head matmul / batched, H16 T64 d16"]
