@@ -317,7 +317,8 @@ class Keyboard(QObject):
         return [*toolbars, *([central] if central is not None else []), *docks, w.menuBar()]
 
     def refresh(self) -> None:
-        """Name new controls and chain every panel's controls into one Tab order."""
+        """Name new controls and make tables release Tab; ``move_focus`` walks the panels'
+        controls in reading order when Tab is pressed, so the order is never stale."""
         name_controls(self.window)
         self._tables_release_tab()
         for dock in self.window.findChildren(QDockWidget):
