@@ -76,9 +76,10 @@ class AttentionRow:
     peak_in_score_tensors: float
     torch_seconds: float | None = None
     ratio_to_torch: float | None = None
-    #: numpy's floor for the same work: the two products, one row max and one exp2 of
-    #: every score, each a single numpy call over the whole grid (no scale, no checks,
-    #: no normalisation): what any numpy softmax between the two products costs at least.
+    #: numpy's floor for the same work done pass by pass: the two products, one row max
+    #: and one exp2 of every score, each a single numpy call over the whole grid (no
+    #: scale, no checks, no sum, no normalisation). A blocked softmax, as the app's, takes
+    #: its max from cache: its own bound lies between this and ``exp_only_seconds``.
     floor_seconds: float | None = None
     ratio_to_floor: float | None = None
     #: Below even that: the two products and one exp2 of every score (no row max).
