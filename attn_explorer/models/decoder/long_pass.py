@@ -219,14 +219,15 @@ def long_attention(
     block's raw scores and weights (H, bq, i1) go to ``fold(i0, raw, weights)`` before
     that core computes its next block; the cores take blocks from one shared queue, the
     longest first, so ``fold`` is called from several threads at once. Returns the
-    output (H, T, d).
+    output (H, T, d): a view of a (T, H, d) array, so the layer's (T, H·d) rows for the
+    output projection are a reshape, not a copy.
     """
     heads, t, d = q.shape
     kv = k.shape[0]
     group = heads // kv
     block = max(QUERY_BLOCK, preview_block(t))
     block = -(-block // preview_block(t)) * preview_block(t)  # whole preview rows per block
-    output = np.empty((heads, t, v.shape[-1]), dtype=q.dtype)
+    output = np.empty((t, heads, v.shape[-1]), dtype=q.dtype)  # (T, H, d)
     next_blocks = iter(range((t - 1) // block * block, -1, -block))  # longest rows first
 
     def work() -> None:  # each core takes the next block of rows until none is left
@@ -237,7 +238,7 @@ def long_attention(
             raw = raw.reshape(heads, bq, i1)  # (H, bq, i1)
             weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window, threads=False)
             mixed = np.matmul(weights.reshape(kv, group * bq, i1), v[:, :i1])  # (H_kv, G·bq, d)
-            output[:, i0:i1] = mixed.reshape(heads, bq, -1)
+            output[i0:i1] = mixed.reshape(heads, bq, -1).transpose(1, 0, 2)  # (bq, H, d)
             if fold is not None:
                 fold(i0, raw, weights)
 
@@ -246,7 +247,7 @@ def long_attention(
         work()
         for helper in helpers:
             helper.result()  # an error in a helper is raised here
-    return output
+    return output.transpose(1, 0, 2)  # (H, T, d)
 
 
 class HeadStack:
