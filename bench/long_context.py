@@ -7,7 +7,8 @@ its own (so neither inherits the other's memory or threads):
   tokens (its layers dequantized), then the long pass of T ids
   (``models.long_context.long_attention``: attention by query blocks, previews,
   summaries and head scores folded in) and one head exported as the CLI does (the
-  last layer's head 1, T × T float32 weights, written as .npz);
+  last layer's head 1, T × T float32 weights, written as .npz a block of rows at a
+  time by ``cli.model_export.write_head_npz``);
 - **transformers**: the same file (``gguf_file=``, float32), SDPA attention, warmed
   on 8 tokens, then one forward of the same ids keeping every hidden state and no
   attention weights.
@@ -60,6 +61,7 @@ def peak_rss() -> int:
 def run_ours(tokens: int) -> dict:
     import numpy as np
 
+    from attn_explorer.cli.model_export import write_head_npz
     from attn_explorer.models.decoder.llama import load_gguf
     from attn_explorer.models.discovery import smollm2_file
     from attn_explorer.models.long_context import long_attention
@@ -70,11 +72,9 @@ def run_ours(tokens: int) -> dict:
     start = time.perf_counter()
     result = long_attention(model, ids)
     seconds = time.perf_counter() - start
-    layer = model.config.num_layers - 1
     start = time.perf_counter()
-    weights = np.array(result.weights[layer, 0], dtype=np.float32)  # (T, T)
-    with tempfile.TemporaryDirectory() as folder:
-        np.savez(Path(folder) / "head.npz", weights=weights, input_ids=np.array(ids))
+    with tempfile.TemporaryDirectory() as folder, (Path(folder) / "head.npz").open("wb") as out:
+        write_head_npz(out, result, model.config.num_layers, 1, "weights")  # as the CLI writes
     export = time.perf_counter() - start
     return {"seconds": seconds, "export_seconds": export, "rss": peak_rss()}
 

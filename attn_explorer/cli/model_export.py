@@ -16,11 +16,14 @@ full disk say, leaves the previous file as it was.
 from __future__ import annotations
 
 import re
+import zipfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from attn_explorer.models.decoder import long_pass
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.decoder.long_pass import MAX_RECORD_BYTES
 from attn_explorer.models.errors import LimitError, Refusal, check_text
@@ -212,11 +215,15 @@ def _check_stage(stage: str) -> None:
         )
 
 
-def head_array(result: ModelAttention, layer: int, head: int, stage: str) -> np.ndarray:
-    """One (T × T) float32 array of ``result``: ``stage`` of ``layer`` and ``head`` (from 1).
+#: Rows of one head computed and written at a time by :func:`write_head_npz` (at 8 192
+#: tokens, 8 MB: the (T × T) head itself, 268 MB there, is never held). A whole number
+#: of the long pass's query blocks, so that a long text's head is recomputed in the same
+#: blocks of rows as when it is read whole (``HeadStack.rows``): the same numbers.
+HEAD_ROWS = 4 * long_pass.QUERY_BLOCK
 
-    A decoder's weights are exactly 0 above the diagonal (a hidden key's weight).
-    """
+
+def _check_head(result: ModelAttention, layer: int, head: int, stage: str) -> None:
+    """Refusal naming ``layer`` or ``head`` (from 1) when the model has none such, or ``stage``."""
     n_layers, n_heads = result.weights.shape[:2]
     for name, number, count in (("layer", layer, n_layers), ("head", head, n_heads)):
         if not 1 <= number <= count:
@@ -224,11 +231,54 @@ def head_array(result: ModelAttention, layer: int, head: int, stage: str) -> np.
                 name, f"the model has {name}s 1 to {count}", value=number, quote_value=True
             )
     _check_stage(stage)
+
+
+def head_rows(
+    result: ModelAttention, layer: int, head: int, stage: str, start: int, stop: int
+) -> np.ndarray:
+    """Rows ``start`` … ``stop`` − 1 of one head (layer and head from 1): (rows, T) float32.
+
+    A long text's head is recomputed for just these rows (``HeadStack``). A decoder's
+    weights are exactly 0 above the diagonal (a hidden key's weight), whatever rounding did.
+    """
     values = result.weights if stage == "weights" else result.scores
-    array = np.array(values[layer - 1, head - 1], dtype=np.float32)  # (T, T), a copy
+    rows = np.array(values[layer - 1, head - 1, start:stop], dtype=np.float32)  # a copy
     if stage == "weights" and result.causal:
-        array[np.triu_indices_from(array, k=1)] = 0.0  # exact zeros, whatever rounding did
-    return array
+        later = np.arange(rows.shape[1])[None, :] > np.arange(start, stop)[:, None]
+        rows[later] = 0.0
+    return rows
+
+
+def head_array(result: ModelAttention, layer: int, head: int, stage: str) -> np.ndarray:
+    """One (T × T) float32 array of ``result``: ``stage`` of ``layer`` and ``head`` (from 1).
+
+    A decoder's weights are exactly 0 above the diagonal (a hidden key's weight).
+    """
+    _check_head(result, layer, head, stage)
+    return head_rows(result, layer, head, stage, 0, result.weights.shape[-1])
+
+
+def write_head_npz(
+    stream: BinaryIO, result: ModelAttention, layer: int, head: int, stage: str
+) -> None:
+    """One head as an uncompressed .npz on ``stream``: ``stage`` (T × T float32) and
+    ``input_ids`` (T,), as ``np.savez`` writes them, the head HEAD_ROWS rows at a time.
+
+    ``np.load`` reads it as it reads a ``savez`` file: the same zip entries
+    (``<name>.npy``, stored, zip64) holding the same ``.npy`` header and bytes.
+    """
+    _check_head(result, layer, head, stage)
+    t = result.weights.shape[-1]
+    with zipfile.ZipFile(stream, mode="w", compression=zipfile.ZIP_STORED) as archive:
+        with archive.open(f"{stage}.npy", mode="w", force_zip64=True) as entry:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (t, t)}
+            np.lib.format.write_array_header_1_0(entry, header)
+            step = -(-HEAD_ROWS // long_pass.QUERY_BLOCK) * long_pass.QUERY_BLOCK
+            for start in range(0, t, step):
+                rows = head_rows(result, layer, head, stage, start, min(start + step, t))
+                entry.write(rows.astype("<f4", copy=False).tobytes())
+        with archive.open("input_ids.npy", mode="w", force_zip64=True) as entry:
+            np.lib.format.write_array(entry, np.asarray(result.input_ids, dtype=np.int64))
 
 
 def run_head_export(
@@ -253,9 +303,10 @@ def run_head_export(
     _check_stage(stage)
     check_text("text", text)
     result = load_model(folder).attention(text)
-    array = head_array(result, layer, head, stage)
+    _check_head(result, layer, head, stage)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{export_name(result)}_layer{layer}_head{head}_{stage}.npz"
-    arrays = {stage: array, "input_ids": np.asarray(result.input_ids, dtype=np.int64)}
-    return [write_atomic_with(path, lambda stream: np.savez(stream, allow_pickle=False, **arrays))]
+    return [
+        write_atomic_with(path, lambda stream: write_head_npz(stream, result, layer, head, stage))
+    ]

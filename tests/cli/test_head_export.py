@@ -6,12 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tracemalloc
+import zipfile
 
 import numpy as np
 import pytest
 
+from attn_explorer.cli import model_export
 from attn_explorer.cli.export import run_export
 from attn_explorer.cli.model_export import read_text_file
+from attn_explorer.models.decoder import long_pass
 from attn_explorer.models.loading import load_model
 from attn_explorer.models.testing.tiny_gguf import write_tiny_gguf
 
@@ -143,3 +147,66 @@ def test_smollm2_head_export_from_the_command_line(tmp_path):
     assert weights.shape == (t, t) and weights.dtype == np.float32 and t > 5
     assert (weights[np.triu_indices(t, k=1)] == 0).all()
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def tiny_long_context(tmp_path_factory):
+    path = tmp_path_factory.mktemp("long") / "tiny.gguf"
+    write_tiny_gguf(path, context_length=1024)
+    return path
+
+
+@pytest.mark.parametrize("stage", ["weights", "scores"])
+def test_a_long_text_s_head_is_written_a_block_of_rows_at_a_time(
+    tiny_long_context, tmp_path, monkeypatch, stage
+):
+    """A text too long to record every head (forced: a budget of 0) runs as a long pass,
+    whose heads are recomputed when read. Its head is written HEAD_ROWS rows at a time: the
+    file holds the head the result gives, and no (T × T) array is held while it is written
+    (at 8 192 tokens of SmolLM2 a copy of the head is 268 MB)."""
+    monkeypatch.setattr(long_pass, "MAX_RECORD_BYTES", 0)
+    monkeypatch.setattr(long_pass, "QUERY_BLOCK", 16)  # rows of a head are computed 16 at a time
+    monkeypatch.setattr(model_export, "HEAD_ROWS", 32)  # and written 32 at a time
+    model = load_model(tiny_long_context)
+    text = " the cat sat on the mat, a dog" * 45
+    result = model.attention(text)
+    t = len(result.input_ids)
+    assert result.long is not None and t > 600 and t % 32  # a ragged last block of rows
+    expected = np.array(getattr(result, stage)[1, 2])  # layer 2, head 3 (from 1)
+    path = tmp_path / "head.npz"
+    tracemalloc.start()
+    try:
+        with path.open("wb") as stream:
+            model_export.write_head_npz(stream, result, 2, 3, stage)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < t * t * 4 / 2, f"{peak:,} bytes held for a {t} × {t} head"
+    with np.load(path) as data:
+        assert sorted(data.files) == ["input_ids", stage]
+        head, ids = data[stage], data["input_ids"]
+    assert head.dtype == np.float32 and head.shape == (t, t)
+    np.testing.assert_array_equal(ids, result.input_ids)
+    if stage == "weights":
+        expected[np.triu_indices(t, k=1)] = 0.0
+        assert (head[np.triu_indices(t, k=1)] == 0).all()
+    np.testing.assert_array_equal(head, expected)
+
+
+def test_the_streamed_file_reads_as_numpy_s_own_savez(tiny, tmp_path):
+    """``write_head_npz`` writes what ``np.savez`` writes: the same entries, the same arrays."""
+    result = load_model(tiny).attention(" the cat sat on the mat")
+    mine, numpys = tmp_path / "mine.npz", tmp_path / "numpy.npz"
+    with mine.open("wb") as stream:
+        model_export.write_head_npz(stream, result, 1, 2, "weights")
+    head = model_export.head_array(result, 1, 2, "weights")
+    np.savez(numpys, weights=head, input_ids=np.asarray(result.input_ids, dtype=np.int64))
+    with np.load(mine) as a, np.load(numpys) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in b.files:
+            assert a[name].dtype == b[name].dtype
+            np.testing.assert_array_equal(a[name], b[name])
+    with zipfile.ZipFile(mine) as a, zipfile.ZipFile(numpys) as b:
+        assert [i.filename for i in a.infolist()] == [i.filename for i in b.infolist()]
+        for name in a.namelist():  # the .npy bytes themselves, header included
+            assert a.read(name) == b.read(name)
