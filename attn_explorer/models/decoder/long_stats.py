@@ -20,6 +20,7 @@ import numpy as np
 
 from attn_explorer.compute.softmax import WORKERS
 from attn_explorer.models.decoder.long_pass import (
+    PREVIEW_DTYPE,
     LayerKeys,
     hidden_cells,
     preview_block,
@@ -45,8 +46,9 @@ class LongStats:
 
     ``weights_preview`` (L, H, n, n): each block's largest weight; ``scores_preview``
     each block's visible raw score farthest from 0 (−inf where a block has no visible
-    key). ``entropy``, ``first``, ``previous``, ``cls``, ``sep``, ``duplicate``,
-    ``induction`` (L, H) are float64 sums over rows (divided by their row counts in
+    key); both PREVIEW_DTYPE (float16: pictures only). The scores' range (``score_low``,
+    ``score_high``) is kept exactly. ``entropy``, ``first``, ``previous``, ``cls``, ``sep``,
+    ``duplicate``, ``induction`` (L, H) are float64 sums over rows (divided by their row counts in
     :meth:`summaries` and :meth:`head_scores`). ``last_row`` (L, H, T): the last
     query's weights (what a generation's first step shows).
     """
@@ -82,8 +84,8 @@ class LongStats:
         self.block = preview_block(self.tokens)
         n = -(-self.tokens // self.block)
         shape = (self.layers, self.heads, n, n)
-        self.weights_preview = np.zeros(shape, dtype=np.float32)
-        self.scores_preview = np.full(shape, -np.inf, dtype=np.float32)
+        self.weights_preview = np.zeros(shape, dtype=PREVIEW_DTYPE)
+        self.scores_preview = np.full(shape, -np.inf, dtype=PREVIEW_DTYPE)
         names = ("entropy", "first", "previous", "cls", "sep", "duplicate", "induction")
         self.sums = {name: np.zeros((self.layers, self.heads)) for name in names}
         self.last_row = np.zeros((self.layers, self.heads, self.tokens), dtype=np.float32)
