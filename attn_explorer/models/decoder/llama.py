@@ -34,6 +34,7 @@ from attn_explorer.models.decoder.ops import (
     KVCache,
     apply_rope,
     attend_one_row,
+    kept_layer,
     rms_norm,
     rope_tables,
     softcap,
@@ -191,7 +192,7 @@ class DecoderModel(OneCallAtATime):
             keep = window_keep(positions, k.shape[1], c.sliding_window) if local else None
             if long is not None:  # by query blocks, each folded into the previews and sums
                 if record:  # kept first: the blocks read the kept copies, and q, k, v go now
-                    q, k, v = _kept_layer(kept, c.num_layers, index, (q, k, v))
+                    q, k, v = kept_layer(kept, c.num_layers, index, (q, k, v))
                 keys = self.layer_keys(index)
                 output = long_attention(q, k, v, keys, partial(long.fold, index, keys=keys))
                 scores = weights = output[:0]  # nothing of the T × T grid is kept
@@ -224,7 +225,7 @@ class DecoderModel(OneCallAtATime):
                 hidden[index + 1] = x
                 if long is None:
                     new = slice(k.shape[1] - ids.size, None)  # this pass's own keys and values
-                    _kept_layer(
+                    kept_layer(
                         kept, c.num_layers, index, (q, k[:, new], v[:, new], scores, weights)
                     )
             # The layer's temporaries go before the next layer makes its own: at 8 192 tokens
@@ -465,18 +466,6 @@ class DecoderModel(OneCallAtATime):
             choices=choices,
             sampling=sampler.sampling,
         )
-
-
-def _kept_layer(
-    kept: list[np.ndarray], layers: int, index: int, arrays: tuple[np.ndarray, ...]
-) -> list[np.ndarray]:
-    """Copy one layer's ``arrays`` into the (L, …) arrays ``kept`` (made empty on the first
-    layer, so a page is only touched when its layer is written) and return the stored copies."""
-    if not kept:
-        kept.extend(np.empty((layers, *a.shape), dtype=a.dtype) for a in arrays)
-    for into, array in zip(kept, arrays, strict=True):
-        into[index] = array
-    return [into[index] for into in kept]
 
 
 def gguf_name(path: Path, file: GGUFFile) -> str:

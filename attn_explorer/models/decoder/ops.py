@@ -1,5 +1,5 @@
 """The decoder's building blocks in numpy: norms, activations, RoPE, the one-row attention of a
-decode step and the KV cache. Each is the textbook formula with the shapes on the lines; the
+decode step, the KV cache, and the (L, …) arrays a recorded pass fills layer by layer. Each is the textbook formula with the shapes on the lines; the
 forward pass in ``llama.py`` strings them together per family.
 """
 
@@ -164,3 +164,15 @@ class KVCache:
 
     def advance(self, count: int) -> None:
         self.length += count
+
+
+def kept_layer(
+    kept: list[np.ndarray], layers: int, index: int, arrays: tuple[np.ndarray, ...]
+) -> list[np.ndarray]:
+    """Copy one layer's ``arrays`` into the (L, …) arrays ``kept`` (made empty on the first
+    layer, so a page is only touched when its layer is written) and return the stored copies."""
+    if not kept:
+        kept.extend(np.empty((layers, *a.shape), dtype=a.dtype) for a in arrays)
+    for into, array in zip(kept, arrays, strict=True):
+        into[index] = array
+    return [into[index] for into in kept]
