@@ -1,6 +1,7 @@
 """The decoder's building blocks in numpy: norms, activations, RoPE, the one-row attention of a
-decode step, the KV cache, and the (L, …) arrays a recorded pass fills layer by layer. Each is the textbook formula with the shapes on the lines; the
-forward pass in ``llama.py`` strings them together per family.
+decode step, the KV cache, and the (L, …) arrays a recorded pass fills layer by layer. Each
+is the textbook formula with the shapes on the lines; the forward pass in ``llama.py``
+strings them together per family.
 """
 
 from __future__ import annotations
