@@ -298,7 +298,8 @@ def attention_tiled(
                 product = product_buffer[..., : i1 - i0]  # (…, 1, d_v, bk) @ (…, bk, bq) ↓
                 acc_t += np.matmul(V_t[..., j0:j1], p_t, out=product)  # -> (…, d_v, bq)
             seen = norm > 0  # (…, bq): False where every key was hidden
-            np.divide(acc, np.where(seen, norm, dtype(1))[..., None], out=output[..., i0:i1, :])
+            denominator = np.where(seen, norm, dtype(1))[..., None]  # unseen: O is 0, so is O / 1
+            np.divide(acc, denominator, out=output[..., i0:i1, :])  # O / ℓ: (…, bq, d_v)
             # m may lag the true max: ℓ = Σ exp(score − top) = norm · exp(m − top)
             row_max[..., i0:i1] = top
             row_sum[..., i0:i1] = norm * np.exp(np.where(seen, shift - top, dtype(0)))
