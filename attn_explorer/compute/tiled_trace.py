@@ -1,7 +1,9 @@
 """The tiled strategy one key block at a time, for the stepper. Never imports Qt.
 
 :func:`tiled_trace` runs the same recurrence as
-:func:`attn_explorer.compute.tiled.attention_tiled` for one (batch, head), and yields a
+:func:`attn_explorer.compute.tiled.attention_tiled` for one (batch, head), in the paper's
+form (m moves to the max at every key block, where the strategy lets it lag by up to
+``SHIFT_LAG``: the same numbers, up to rounding), and yields a
 :class:`TiledStep` after every key block reaches a query block: the running max ``m``,
 the normaliser ``ℓ`` and the accumulator ``O`` of that query block's rows, before and
 after the block, so a reader sees the old sums shrink by exp(m − m_new) and the new

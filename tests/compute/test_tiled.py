@@ -251,3 +251,32 @@ def test_sliding_window_skips_the_key_blocks_left_of_the_band():
     after = attention(query, key, value, strategy="tiled", causal=True, block=4, window=4)
     np.testing.assert_array_equal(after.output[6:], before.output[6:])
     assert not np.allclose(after.output[2:6], before.output[2:6])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("rise", [5.0, 30.0, 100.0])
+def test_a_max_rising_block_after_block_keeps_the_numbers_exact(rise, causal):
+    """Scaled scores that climb by ``rise`` per key block (float32, block 8): at 5 the
+    shift m lags the max within SHIFT_LAG and the sums go on unrescaled (row_sum must
+    then be brought to the true max); at 30 and 100 m must move, or e^score overflows
+    float32 (e^100) and the old sums must shrink. Output, row max and normaliser match
+    the float64 reference either way."""
+    rng = np.random.default_rng(8)
+    t, block, d = 64, 8, 4
+    query = np.ones((2, t, d), np.float32)  # (H, T, d); scale 1/√d = 0.5: score = Σ key / 2
+    key = (rng.standard_normal((2, t, d)) * 0.2).astype(np.float32)
+    key += (np.arange(t) // block * rise / 2)[:, None].astype(np.float32)  # block b: b·rise
+    value = rng.standard_normal((2, t, 3)).astype(np.float32)
+    result = attention(query, key, value, strategy="tiled", block=block, causal=causal)
+    scaled = reference_scores(query, key) * 0.5
+    keep = reference_causal_keep(t, t) if causal else None
+    weights, _ = reference_softmax(scaled, keep)
+    # float32 scores of size |x| are only good to ~|x|·eps, and so is each exp(x − max)
+    tol = 4 * np.finfo(np.float32).eps * np.abs(scaled).max()
+    output = weights @ value.astype(np.float64)
+    np.testing.assert_allclose(result.output, output, atol=tol * np.abs(value).max())
+    hidden = scaled if keep is None else np.where(keep, scaled, -np.inf)
+    row_max = hidden.max(axis=-1)
+    np.testing.assert_allclose(result.row_max, row_max, rtol=1e-6)
+    row_sum = np.exp(hidden - row_max[..., None]).sum(axis=-1)
+    np.testing.assert_allclose(result.row_sum, row_sum, rtol=tol)
