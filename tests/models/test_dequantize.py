@@ -88,3 +88,45 @@ def test_every_tensor_of_the_real_smollm2_file_equals_gguf():
         np.testing.assert_array_equal(bits(mine), bits(dequantize(tensor.data, tensor.tensor_type)))
         seen.add(kind)
     assert {"Q4_1", "F32"} <= seen
+
+
+@pytest.mark.parametrize("kind", [*TYPES, "F16", "F32"])
+def test_unpermuted_rows_written_in_place_equal_gguf_then_unpermute(kind, monkeypatch):
+    """A Q/K weight dequantized straight into its un-permuted rows of a bigger matrix (as a
+    layer's Q, K, V are) equals gguf's values put through ``unpermute_rows``, bit for bit; the
+    rows around it are left alone. Chunks of one head and of two and a half (cut to two whole
+    heads) are both taken."""
+    from attn_explorer.models.formats.qk_permutation import unpermute_rows
+
+    heads, head_dim, blocks_per_row = 3, 8, 2
+    rows = heads * head_dim
+    if kind in ("F16", "F32"):
+        rng = np.random.default_rng(1)
+        data = rng.standard_normal((rows, 64)).astype(np.float16 if kind == "F16" else np.float32)
+        theirs = data.astype(np.float32)
+    else:
+        data = random_tensor(kind, rows, blocks_per_row, seed=len(kind), tame=False)
+        with np.errstate(all="ignore"):
+            theirs = dequantize(data, GGMLQuantizationType[kind])
+    expected = unpermute_rows(theirs, heads)
+    per_block = theirs.shape[1] // blocks_per_row if kind not in ("F16", "F32") else 64
+    for chunk_blocks in (head_dim * blocks_per_row, head_dim * blocks_per_row * 5 // 2):
+        monkeypatch.setattr(fast, "CHUNK_VALUES", chunk_blocks * per_block)
+        joined = np.full((rows + 5, theirs.shape[1]), 7.0, dtype=np.float32)
+        mine = fast.dequantize_fast(data, kind, out=joined[2 : 2 + rows], heads=heads)
+        assert mine is not None and np.shares_memory(mine, joined)
+        np.testing.assert_array_equal(bits(joined[2 : 2 + rows]), bits(expected))
+        assert (joined[:2] == 7).all() and (joined[2 + rows :] == 7).all()
+        plain = fast.dequantize_fast(data, kind, out=np.empty_like(theirs))
+        np.testing.assert_array_equal(bits(plain), bits(theirs))
+
+
+def test_an_output_it_cannot_write_through_is_refused():
+    data = random_tensor("Q4_1", 4, 1, 0, True)
+    with pytest.raises(ValueError):
+        fast.dequantize_fast(data, "Q4_1", out=np.empty((4, 64), np.float32)[:, :32])
+    with pytest.raises(ValueError):
+        fast.dequantize_fast(data, "Q4_1", out=np.empty((4, 32), np.float64))
+    with pytest.raises(ValueError):
+        fast.dequantize_fast(data, "Q4_1", out=np.empty((5, 32), np.float32))
+
