@@ -51,6 +51,11 @@ def test_every_type_equals_gguf_bit_for_bit(kind, tame, monkeypatch):
     np.testing.assert_array_equal(bits(mine), bits(theirs))
     if tame and kind != "BF16":
         assert np.isfinite(mine).all() and np.abs(mine).max() > 0
+    # the scales' verdict is the values' for the types it judges, and "look" for the rest
+    finite = fast.finite_by_scales(data, kind)
+    assert finite == (kind in fast.FAST_TYPES and bool(np.isfinite(mine).all()))
+    if kind in fast.FAST_TYPES and not tame:
+        assert not finite  # 37 × 3 random blocks: some scale is NaN or ∞
 
 
 def test_f16_and_f32_are_a_view_and_a_cast():

@@ -29,7 +29,7 @@ import numpy as np
 from attn_explorer.models.decoder.families import FAMILIES, layer_kinds
 from attn_explorer.models.decoder.file_settings import rope_scaling, window_and_caps
 from attn_explorer.models.errors import ModelError
-from attn_explorer.models.formats.dequantize import dequantize_fast
+from attn_explorer.models.formats.dequantize import dequantize_fast, finite_by_scales
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import (
     check_vocabulary_sizes,
@@ -395,6 +395,8 @@ class DecoderWeights:
             if out is not None:
                 out[...] = values
                 values = out
+        elif finite_by_scales(data, self.file.type_name(name)):
+            values = fast  # every value finite, known from the blocks' scales
         else:
             values = self.file.refuse_non_finite(name, fast)  # by name, never NaN downstream
         self.file.release(name)  # its quantized pages: read, not needed resident any more

@@ -212,6 +212,24 @@ def dequantize_fast(
     return target
 
 
+def finite_by_scales(data: np.ndarray, type_name: str) -> bool:
+    """True when every value :func:`dequantize_fast` gives for ``data`` is sure to be finite
+    because every block's float16 scales are: a look at one or two numbers in 32 instead of
+    a pass over the values. False means "check the values" (any other type, or a scale that
+    is NaN or ±∞).
+
+    For Q4_1 (x = d·q + m, 0 ≤ q ≤ 15) and Q8_0 (x = q·d, |q| ≤ 128), finite scales are at
+    most 65 504, so |x| stays below 2²⁴, far inside float32; and a non-finite scale makes
+    every value of its block NaN or ±∞ (0·∞ is NaN), so the answer is exact both ways.
+    """
+    if type_name not in FAST_TYPES:
+        return False
+    raw = np.asarray(data).view(np.uint8)
+    halves = raw.reshape(-1, FAST_TYPES[type_name][1]).view(np.float16)  # (blocks, bytes/2)
+    scales = halves[:, :2] if type_name == "Q4_1" else halves[:, :1]  # (d, m) or (d,)
+    return bool(np.isfinite(scales).all())
+
+
 def _on_cores(run: Callable[[Iterator[int]], None], starts: range) -> None:
     """``run`` over ``starts`` here and, for a big tensor, in the shared pool's threads too.
 
