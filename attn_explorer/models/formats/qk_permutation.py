@@ -24,6 +24,24 @@ def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
     return rows.swapaxes(1, 2).reshape(weight.shape)  # (heads, pair, d/2, …): halves
 
 
+def stored_order(out: np.ndarray, heads: int) -> np.ndarray:
+    """A view of ``out`` (rows, …) in which the rows stand as the GGUF stores them.
+
+    Without ``heads`` that is ``out`` itself. With ``heads`` it is (heads, d/2, pair, …): the
+    stored rows of each head, in llama.cpp's adjacent-pair order, seen through ``out``'s rows in
+    Hugging Face's halves order. Writing stored row 2i + p of a head into it puts that row at
+    HF row p·d/2 + i, as :func:`unpermute_rows` would, with no copy in between. ``out`` must be
+    C-contiguous: a reshape of anything else could be a silent copy, and the writes lost.
+    """
+    if not heads:
+        return out
+    if not out.flags.c_contiguous:
+        raise ValueError("stored_order needs a C-contiguous output")
+    half = out.shape[0] // heads // 2
+    halves = out.reshape(heads, 2, half, *out.shape[1:])  # (heads, pair, d/2, …): a view
+    return halves.swapaxes(1, 2)  # (heads, d/2, pair, …): stored order
+
+
 def join_rows(parts: list[tuple[np.ndarray, int]]) -> np.ndarray:
     """The parts' rows, one after another, in one new array; a part given with ``heads``
     > 0 has llama.cpp's Q/K permutation undone as it is copied (:func:`unpermute_rows`

@@ -166,10 +166,13 @@ class GGUFTokenizer(TokenizerCalls):
 
         alphabet = byte_alphabet()
         letters = set(alphabet.values())
-        spelled = [
-            t if set(t) <= letters else "".join(alphabet[b] for b in t.encode("utf-8"))
-            for t in tokens
-        ]
+        if set("".join(tokens)) <= letters:  # the usual GGUF: spelled in the alphabet already
+            spelled = tokens  # (each token's letters are among all tokens' letters)
+        else:
+            spelled = [
+                t if set(t) <= letters else "".join(alphabet[b] for b in t.encode("utf-8"))
+                for t in tokens
+            ]
         vocab = {token: index for index, token in enumerate(spelled)}
         if len(token_types) > len(tokens):
             raise ModelError(
