@@ -81,9 +81,11 @@ ISSUE_37 = (
         "  its numpy floor / torch SDPA",
         "attention()'s numpy floor / torch SDPA (own process), H16 T2048",
     ),
-    ("cold start → first paint", "cold start to first paint"),
+    ("cold start → first paint", "cold start to first paint ("),
+    ("  its floor: numpy + an empty window", "cold start floor: numpy + an empty PySide6 window"),
     ("peak RSS of an 8 192-token pass of SmolLM2", "long pass peak RSS, 8,192 tokens"),
     ("open SmolLM2 + first forward / warm forward", "SmolLM2 open + first forward / warm"),
+    ("  its floor / warm forward", "SmolLM2 open + first forward floor / warm forward"),
     ("tiled / its numpy floor (table 5)", "tiled / numpy floor"),
     ("python bench/all.py --llm", "bench/all.py"),
 )

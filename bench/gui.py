@@ -147,6 +147,16 @@ def cold_start(runs: int) -> tuple[float, float]:
     return statistics.median(first), statistics.median(complete)
 
 
+def startup_floor(runs: int) -> float:
+    """Median seconds to the first frame of an empty PySide6 window (``bench/floors.py``),
+    in processes started as :func:`cold_start` starts the app's."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from floors import window_floor
+
+    with tempfile.TemporaryDirectory(prefix="attn-bench-") as folder:
+        return window_floor(runs, _bench_env(Path(folder)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
@@ -168,13 +178,32 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[TargetRow] = []
     runs = 2 if args.quick else 5
     first, complete = cold_start(runs)
+    floor = startup_floor(runs)
     rows.append(
         TargetRow(
             f"cold start to first paint (median of {runs} processes)",
             first * 1e3,
             "ms",
             300,  # issue 37 (issue 15 had 350)
-            note="attn-explorer's own start, to its first frame fully painted",
+            note=f"attn-explorer's own start, to its first frame fully painted; "
+            f"its floor {floor * 1e3:.0f} ms",
+        )
+    )
+    rows.append(
+        TargetRow(
+            f"cold start floor: numpy + an empty PySide6 window, to first paint "
+            f"(median of {runs} processes)",
+            floor * 1e3,
+            "ms",
+            note="bench/floors.py: what any start of the app pays before its own work",
+        )
+    )
+    rows.append(
+        TargetRow(
+            "cold start to first paint / its floor",
+            first / floor,
+            "×",
+            note="the app's own share of its start: its imports, its window, its first paint",
         )
     )
     rows.append(

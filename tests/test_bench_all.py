@@ -95,8 +95,9 @@ def test_issue_table_lists_every_line_of_the_issue_in_order():
     rows = bench_all.finish([row("cold start to first paint (median of 5 processes)", 280.0,
                                  300.0, load=1.0)], failed=[])  # fmt: skip
     table = bench_all.issue_rows(rows)
-    # the issue's eight lines, each attention() line followed by numpy's floor for it
-    assert len(table) == len(bench_all.ISSUE_37) == 12
+    # the issue's eight lines; the attention() lines, the cold start and the first forward
+    # each followed by the floor measured for it (indented)
+    assert len(table) == len(bench_all.ISSUE_37) == 14
     labels = [label for label, _ in bench_all.ISSUE_37 if not label.startswith("  ")]
     assert len(labels) == 8
     cold = table[[label for label, _ in bench_all.ISSUE_37].index("cold start → first paint")]
