@@ -15,7 +15,8 @@ end, its rows in the issue's order.
 and against transformers, the instruments, the 8 192-token pass's memory and time,
 and the Model dock's long pass (three runs: its stall target must hold in each).
 ``--quick`` runs every bench's quick mode (small sizes, no torch, seconds each): the
-test suite runs it so a bench that crashes fails a test.
+test suite runs it so a bench that crashes fails a test. A full run waits before each
+bench for the load the one before left behind to decay (:func:`settle`, a minute at most).
 
 ``--json OUT`` writes the whole report (rows, each bench's own report, the load, the
 commit measured) to OUT (``-`` or no OUT: standard output). ``--compare BEFORE.json``
@@ -51,6 +52,33 @@ from attn_explorer.cli.bench_report import LOWER, TargetRow, load_rows  # noqa: 
 
 #: A figure taken when the 1-minute load average was above this is marked noisy.
 NOISY_LOAD = 1.5
+
+#: Before each run of a full bench, wait up to SETTLE_SECONDS for the 1-minute load average
+#: to fall to SETTLED_LOAD: a bench's own work leaves it near 2 on two cores, and it takes
+#: about 40 s to decay, so without the wait the bench after a long one (the long pass, the
+#: Model dock's three runs) starts on a machine that looks busy, and is, with its own
+#: echo. A load that stays high (another tenant) is waited for once, then measured and
+#: marked noisy. ``--quick`` never waits.
+SETTLED_LOAD = 1.0
+SETTLE_SECONDS = 60.0
+
+
+def settle(
+    limit: float = SETTLED_LOAD,
+    seconds: float = SETTLE_SECONDS,
+    load: Any = os.getloadavg,
+    sleep: Any = time.sleep,
+) -> float:
+    """Wait until the 1-minute load is at most ``limit``, or ``seconds`` have passed (in
+    steps of 5 s); the load at the end."""
+    waited = 0.0
+    now = load()[0]
+    while now > limit and waited < seconds:
+        sleep(5.0)
+        waited += 5.0
+        now = load()[0]
+    return float(now)
+
 
 #: Issue 37's targets, which replace older ones for the rows the compute bench names
 #: (its module keeps issue 15's numbers for ``attn-explorer bench`` on its own).
@@ -188,7 +216,7 @@ def run_bench(bench: Bench, tree: Path, quick: bool) -> dict[str, Any]:
     merged: dict[str, dict[str, Any]] = {}
     reports, loads, seconds = [], [], 0.0
     for run in range(bench.runs):
-        load = os.getloadavg()[0]
+        load = os.getloadavg()[0] if quick else settle()
         loads.append(load)
         print(
             f"  running {bench.name} ({run + 1}/{bench.runs}, load {load:.2f}) …",

