@@ -299,14 +299,20 @@ class HeadStack:
         t = self.shape[-1]
         q = self.query[layer, head, start:stop]  # (rows, d)
         k = self.key[layer, int(self.kv_heads[head])]  # (T, d)
-        if self.stage == "scores":
-            scores: np.ndarray = q @ k.T  # (rows, d) @ (d, T): every cell, as a full pass
-            return scores
-        out = np.zeros((stop - start, t), dtype=self.dtype)
+        fill = np.empty if self.stage == "scores" else np.zeros  # weights: 0 above the diagonal
+        out = fill((stop - start, t), dtype=self.dtype)
         keys = self.layer_keys[layer]
+        # Both stages go QUERY_BLOCK rows at a time on one BLAS thread, so a row's bits do
+        # not depend on how many rows were asked for: rows read from a block boundary (an
+        # export's, an enlarged view's) equal the same rows of the whole head. One
+        # (rows, d) @ (d, T) product for "scores" let BLAS split the work by its size,
+        # and on some CPUs that changed the last bit of one score in ten.
         with threadpool_limits(limits=1, user_api="blas"):  # small matmuls, as in the pass
             for i0 in range(start, stop, QUERY_BLOCK):  # each row sees keys up to itself only
                 i1 = min(i0 + QUERY_BLOCK, stop)
+                if self.stage == "scores":  # every cell, as a full pass records it
+                    out[i0 - start : i1 - start] = q[i0 - start : i1 - start] @ k.T
+                    continue
                 raw = q[i0 - start : i1 - start] @ k[:i1].T  # (bq, d) @ (d, i1)
                 weights = block_weights(raw, i0, keys.scale, keys.cap, keys.window)
                 out[i0 - start : i1 - start, :i1] = weights
