@@ -107,6 +107,33 @@ def check_merges(merges: list[str], vocab: dict[str, int], source: str) -> list[
     return pairs
 
 
+def _bpe_model(bpe: Any, vocab: dict[str, int], merges: list[str], source: str) -> Any:
+    """``tokenizers``' BPE model of ``vocab`` and ``merges``; ModelError naming ``source``.
+
+    The usual file is split and built at once. ``tokenizers`` refuses a merge whose two
+    tokens or their join are not in the vocabulary, as :func:`check_merges` does. Only
+    when it refuses, or when a merge is not two non-empty parts, does
+    :func:`check_merges` walk the list to name the entry. SmolLM2's 48 900 merges:
+    0.015 s split, against 0.08–0.1 s checked one by one in Python.
+    """
+    try:
+        pairs = [tuple(merge.split(" ")) for merge in merges]
+        whole = all(len(pair) == 2 and pair[0] and pair[1] for pair in pairs)
+    except AttributeError:  # an entry that is not text
+        whole = False
+    try:
+        if whole:
+            return bpe(vocab=vocab, merges=pairs, fuse_unk=False)
+    except Exception as exc:  # tokenizers' own words, unless the check names the entry
+        check_merges(merges, vocab, source)
+        raise ModelError(f"{source}: the tokenizer cannot be built ({exc}).") from None
+    checked = check_merges(merges, vocab, source)  # names the first entry that is not a pair
+    try:
+        return bpe(vocab=vocab, merges=checked, fuse_unk=False)
+    except Exception as exc:  # tokenizers' own words, as one sentence naming the file
+        raise ModelError(f"{source}: the tokenizer cannot be built ({exc}).") from None
+
+
 @dataclass(frozen=True)
 class TokenizedText:
     """Ids and readable tokens of one text."""
@@ -185,11 +212,7 @@ class GGUFTokenizer(TokenizerCalls):
                     f"{source}: tokenizer.ggml.{name} is {token}; expected a token id "
                     f"from 0 to {len(tokens) - 1:,}."
                 )
-        pairs = check_merges(merges, vocab, source)
-        try:
-            model = BPE(vocab=vocab, merges=pairs, fuse_unk=False)
-        except Exception as exc:  # tokenizers' own words, as one sentence naming the file
-            raise ModelError(f"{source}: the tokenizer cannot be built ({exc}).") from None
+        model = _bpe_model(BPE, vocab, merges, source)
         self._tokenizer = Tokenizer(model)
         byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=pre not in SPLITS)
         if pre in SPLITS:
