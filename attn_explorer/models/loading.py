@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attn_explorer.models.decoder.config import DecoderConfig
 from attn_explorer.models.decoder.llama import DecoderModel, load_gguf
 from attn_explorer.models.decoder.text.hf_tokenizer import HFTokenizer
-from attn_explorer.models.decoder.weights import DEFAULT_BUDGET_BYTES, DecoderConfig, DecoderWeights
+from attn_explorer.models.decoder.weights import DEFAULT_BUDGET_BYTES, DecoderWeights
 from attn_explorer.models.discovery import assemble_gemma3, gemma3_target
 from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.encoder.bert import load_model as load_bert

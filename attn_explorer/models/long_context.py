@@ -18,10 +18,10 @@ from typing import Protocol
 
 import numpy as np
 
+from attn_explorer.models.decoder.config import DecoderConfig
 from attn_explorer.models.decoder.long_pass import HeadStack, LayerKeys, check_memory, pass_bytes
 from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.decoder.ops import KVCache
-from attn_explorer.models.decoder.weights import DecoderConfig
 from attn_explorer.models.results import DecoderForward, ModelAttention
 
 #: Hears each long pass's LongStats on this thread as soon as it exists, before layer 1: a

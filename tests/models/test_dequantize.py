@@ -140,7 +140,8 @@ def test_smollm2_layers_joined_q_k_v_equal_gguf_unpermuted():
     """A real layer's Q, K and V, dequantized straight into one matrix with Q and K
     un-permuted on the way, equal gguf's dequantization of each put through
     ``unpermute_rows`` and joined, bit for bit (the first and the last layer)."""
-    from attn_explorer.models.decoder.weights import DecoderConfig, DecoderWeights
+    from attn_explorer.models.decoder.config import DecoderConfig
+    from attn_explorer.models.decoder.weights import DecoderWeights
     from attn_explorer.models.discovery import smollm2_file
     from attn_explorer.models.formats.gguf_file import GGUFFile
     from attn_explorer.models.formats.qk_permutation import unpermute_rows

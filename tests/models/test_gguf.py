@@ -97,10 +97,10 @@ def test_the_rope_trap_is_caught_when_the_permutation_is_ignored(tmp_path, monke
     path = tmp_path / "tiny.gguf"
     written = write_tiny_gguf(path, "llama")
     right = load_model(path).attention(" the cat sat on the mat")
-    import attn_explorer.models.decoder.weights as weights_module
+    import attn_explorer.models.decoder.config as config_module
 
-    unpermuted = dataclasses.replace(weights_module.ARCHITECTURES["llama"], permuted_qk=False)
-    monkeypatch.setitem(weights_module.ARCHITECTURES, "llama", unpermuted)
+    unpermuted = dataclasses.replace(config_module.ARCHITECTURES["llama"], permuted_qk=False)
+    monkeypatch.setitem(config_module.ARCHITECTURES, "llama", unpermuted)
     wrong = load_model(path).attention(" the cat sat on the mat")
     expected, _ = reference_forward(written, right.input_ids)
     assert np.abs(wrong.weights - expected).max() > 1e-2
@@ -214,6 +214,43 @@ def test_layers_are_kept_within_the_budget_and_streamed_beyond_it(tmp_path):
     streamed.attention(" the cat")
     assert streamed.weights.dequantized == 6
     np.testing.assert_allclose(a.logits, kept.attention(" the cat").logits, atol=1e-5)
+
+
+def test_the_first_forward_reads_every_kept_layer_before_its_arithmetic(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, num_layers=3)
+    model = load_gguf(path)
+    read_before = []
+    embed = model.weights.embed
+    model.weights.embed = lambda ids: (read_before.append(model.weights.dequantized), embed(ids))[1]
+    first = model.attention(" the cat")
+    assert read_before == [3]  # all three read ahead, none between two layers' products
+    model.attention(" the cat")
+    assert read_before == [3, 3] and model.weights.dequantized == 3  # then kept
+    # the same bits as layers read one at a time inside the loop
+    interleaved = load_gguf(path)
+    interleaved.weights.read_ahead = lambda should_stop=None: None
+    again = interleaved.attention(" the cat")
+    np.testing.assert_array_equal(first.logits, again.logits)
+    np.testing.assert_array_equal(first.weights, again.weights)
+
+
+def test_reading_ahead_stops_at_the_budget_and_when_asked(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, num_layers=3)
+    one_layer = load_gguf(path).weights.layer_bytes(0)
+    assert one_layer == load_gguf(path).weights.layer(0).nbytes  # predicted from the shapes
+    embedding = load_gguf(path).weights.kept_bytes
+    model = load_gguf(path, budget_bytes=embedding + one_layer)  # room for one layer
+    model.weights.read_ahead()
+    assert model.weights.dequantized == 1 and list(model.weights._layers) == [0]
+    model.attention(" the cat")  # layer 0 kept, layers 1 and 2 streamed in the loop
+    assert model.weights.dequantized == 3
+    stopped = load_gguf(path)
+    stopped.weights.read_ahead(should_stop=lambda: True)
+    assert stopped.weights.dequantized == 1  # heard after the first layer
+    stopped.weights.read_ahead()
+    assert stopped.weights.dequantized == 3  # the rest on the next call, layer 0 not again
 
 
 def test_npz_export_of_a_gguf(tmp_path):

@@ -27,6 +27,7 @@ import numpy as np
 
 from attn_explorer.compute import LIMITS, Cancelled, attention
 from attn_explorer.compute.softmax import softmax_rows
+from attn_explorer.models.decoder.config import DecoderConfig
 from attn_explorer.models.decoder.long_pass import LayerKeys, long_attention, records_everything
 from attn_explorer.models.decoder.long_stats import LongStats
 from attn_explorer.models.decoder.ops import (
@@ -44,12 +45,7 @@ from attn_explorer.models.decoder.sampling import GREEDY, Sampler, Sampling, top
 from attn_explorer.models.decoder.text.bpe import GGUFTokenizer, check_unicode
 from attn_explorer.models.decoder.text.chat_template import chatml_prompt
 from attn_explorer.models.decoder.text.spm import SentencePieceTokenizer
-from attn_explorer.models.decoder.weights import (
-    DEFAULT_BUDGET_BYTES,
-    DecoderConfig,
-    DecoderWeights,
-    LayerWeights,
-)
+from attn_explorer.models.decoder.weights import DEFAULT_BUDGET_BYTES, DecoderWeights, LayerWeights
 from attn_explorer.models.errors import ModelError, TextError, check_text
 from attn_explorer.models.formats.dequantize import file_type_name, quantization_mix
 from attn_explorer.models.formats.gguf_file import GGUFFile
@@ -176,6 +172,7 @@ class DecoderModel(OneCallAtATime):
             raise ValueError(f"input_ids: expected (T,) ids in 0 … {c.vocab_size - 1}.")
         start = cache.length if cache is not None else 0
         positions = np.arange(start, start + ids.size)  # (T,) absolute positions
+        self.weights.read_ahead(should_stop)  # the first forward: every kept layer, now
         x = self.weights.embed(ids)  # (T, hidden)
         if c.embedding_scale != 1.0:
             x = x * np.float32(c.embedding_scale)  # Gemma: × √width
