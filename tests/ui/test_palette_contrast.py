@@ -68,3 +68,43 @@ def _texts(widget) -> str:
     from PySide6.QtWidgets import QLabel
 
     return " ".join(label.text() for label in widget.findChildren(QLabel))
+
+
+def test_a_switch_repolishes_the_shown_windows_and_leaves_closed_ones_alone(qtbot, monkeypatch):
+    """A style-sheet label of a shown window (and of its hidden dialog) gets the new palette;
+    a closed window's tree is not walked (a new window restoring the palette crashed in one)."""
+    from PySide6.QtWidgets import QDialog, QLabel, QVBoxLayout, QWidget
+
+    from attn_explorer.ui.common import palette
+
+    def window_with_label():
+        top = QWidget()
+        label = QLabel("text", top)
+        label.setStyleSheet("padding: 2px")
+        QVBoxLayout(top).addWidget(label)
+        qtbot.addWidget(top)
+        return top, label
+
+    shown, shown_label = window_with_label()
+    dialog = QDialog(shown)  # hidden, parented to the shown window
+    dialog_label = QLabel("dialog", dialog)
+    dialog_label.setStyleSheet("padding: 2px")
+    shown.show()
+    qtbot.waitExposed(shown)
+    closed, closed_label = window_with_label()
+    closed.show()
+    qtbot.waitExposed(closed)
+    closed.close()
+    touched = []
+    real = QLabel.setStyleSheet
+    monkeypatch.setattr(
+        QLabel, "setStyleSheet", lambda self, sheet: (touched.append(self), real(self, sheet))[1]
+    )
+    try:
+        palette.apply(True)
+        assert shown_label in touched and dialog_label in touched
+        assert closed_label not in touched
+        assert shown_label.styleSheet() == "padding: 2px"  # the sheet itself kept
+    finally:
+        monkeypatch.undo()
+        palette.apply(False)

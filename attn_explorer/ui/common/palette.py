@@ -30,9 +30,12 @@ def apply(dark: bool) -> None:
 
 def _repolish_style_sheets(app: QApplication) -> None:
     """Widgets with a style sheet resolved the old palette when polished: resolve the new one."""
-    # Through the windows' own trees: allWidgets() also lists widgets whose window is being
-    # torn down, and touching those crashed a test run (signal 11).
-    widgets = [w for top in app.topLevelWidgets() for w in (top, *top.findChildren(QWidget))]
+    # Through the shown windows' own trees: allWidgets() also lists widgets whose window is
+    # being torn down, and touching those crashed a test run (signal 11); so did a closed
+    # window's tree once, as a new window restored the palette (one of two .ci/run runs today).
+    # A hidden dock or dialog is still covered: its parent is the shown main window.
+    shown = [top for top in app.topLevelWidgets() if top.isVisible()]
+    widgets = [w for top in shown for w in (top, *top.findChildren(QWidget))]
     for widget in widgets:
         sheet = widget.styleSheet()
         if sheet:
