@@ -1,11 +1,12 @@
 """A Llama-family decoder's weights, read from a GGUF file.
 
 Its sizes come first, read and checked by ``DecoderConfig.from_gguf`` (``config.py``)
-before anything is allocated. ``DecoderWeights`` hands
-out one layer at a time as float32 (PyTorch layout, a Linear's weight is (out, in)):
-dequantized on first use and kept while the layers kept so far fit a memory
-budget; past it, a layer is dequantized again each time (streamed), so a model
-larger than the budget still runs in about file size + one layer of float32.
+before anything is allocated. ``DecoderWeights`` hands out one layer at a time as float32
+(PyTorch layout, a Linear's weight is (out, in)): dequantized on first use and kept while
+the layers kept so far fit a memory budget; past it, a layer is dequantized again each time
+(streamed), so a model larger than the budget still runs in about file size + one layer of
+float32. The first forward reads every layer it will keep before its first product
+(:meth:`DecoderWeights.read_ahead`).
 
 **The RoPE trap.** llama.cpp's converter permutes the rows of Q and K of a
 ``llama`` model so that its rotary embedding can rotate *adjacent* pairs
