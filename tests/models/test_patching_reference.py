@@ -261,30 +261,25 @@ def test_smollm2_matches_transformer_lens_patching(smollm2, smollm2_result):
         | {(int(i) // n_heads, int(i) % n_heads) for i in strongest}
     )
     residual_cells = [(layer, pos) for layer in chosen for pos in range(residual.shape[1])]
-    with torch.no_grad():
-        theirs_heads = patching.get_act_patch_attn_head_out_all_pos(
-            bridge,
-            corrupt,
-            cache,
-            metric,
-            index_axis_names=None,  # the cells of index_df instead of every one
-            index_df=pd.DataFrame(head_cells, columns=["layer", "head"]),
+
+    def theirs(function, cells, columns):  # TransformerLens's function over these cells only
+        with torch.no_grad():
+            found = function(
+                bridge,
+                corrupt,
+                cache,
+                metric,
+                index_axis_names=None,  # the cells of index_df instead of every one
+                index_df=pd.DataFrame(cells, columns=columns),
+            )
+        assert found.shape == (len(cells),)  # one value per cell asked for
+        return found.double().numpy()
+
+    for function, cells, columns, ours in (
+        (patching.get_act_patch_attn_head_out_all_pos, head_cells, ["layer", "head"], heads),
+        (patching.get_act_patch_resid_pre, residual_cells, ["layer", "pos"], residual),
+    ):
+        np.testing.assert_allclose(
+            ours[tuple(np.array(cells).T)], theirs(function, cells, columns), atol=PATCH_ATOL
         )
-        theirs_residual = patching.get_act_patch_resid_pre(
-            bridge,
-            corrupt,
-            cache,
-            metric,
-            index_axis_names=None,  # the cells of index_df instead of every one
-            index_df=pd.DataFrame(residual_cells, columns=["layer", "pos"]),
-        )
-    assert theirs_heads.shape == (len(head_cells),)  # one value per cell asked for
-    np.testing.assert_allclose(
-        heads[tuple(np.array(head_cells).T)], theirs_heads.double().numpy(), atol=PATCH_ATOL
-    )
-    np.testing.assert_allclose(
-        residual[tuple(np.array(residual_cells).T)],
-        theirs_residual.double().numpy(),
-        atol=PATCH_ATOL,
-    )
-    assert np.abs(theirs_heads.double().numpy()).max() > 0.05  # the strongest heads matter there
+    assert np.abs(heads[tuple(np.array(head_cells).T)]).max() > 0.05  # the strongest matter
