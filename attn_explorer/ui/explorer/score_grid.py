@@ -8,8 +8,15 @@ the sum. During stepping, cells not reached yet are drawn empty (not zero).
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSize,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen, QResizeEvent
 from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
@@ -256,6 +263,25 @@ class ScoreGrid(QWidget):
         session.events.document.connect(self.refresh)
         stepper.changed.connect(self.set_frame)
         self.refresh()
+
+    def minimumSizeHint(self) -> QSize:
+        """At least the height the wrapped title, axes line and note take at this width.
+
+        The splitter above the code panel reads only this, never heightForWidth: with the
+        least height of one line per label it squeezed the pane (under the recovery notice
+        at 1000 × 650) and the axes line ran over the note. Now the code panel, which
+        scrolls, gives up the room instead.
+        """
+        least = super().minimumSizeHint()
+        layout = self.layout()
+        if layout is not None and layout.hasHeightForWidth() and self.width() > 0:
+            least.setHeight(max(least.height(), layout.totalMinimumHeightForWidth(self.width())))
+        return least
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.updateGeometry()  # a new width wraps the labels anew: a new least height
 
     def _on_option_changed(self, name: str) -> None:
         if name in VIEW_OPTIONS:

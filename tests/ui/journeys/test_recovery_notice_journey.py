@@ -4,9 +4,12 @@ and a button discards it."""
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QLabel, QWidget
+from qt_idle import settle
 
 from attn_explorer.ui.window.file_commands import autosave_path, when_text
 from tests.ui.journeys.test_journeys import WORKED_S, restart
@@ -58,3 +61,59 @@ def test_when_text_names_the_day_unless_it_is_today():
     now = time.mktime((2026, 12, 1, 14, 30, 0, 0, 0, -1))
     assert when_text(now - 600, now) == "today at 14:20"
     assert when_text(now - 86_400, now) == "on 30 Nov 2026 at 14:30"
+
+
+def overlaps_in(pane: QWidget) -> list[str]:
+    """What the user would see run together in ``pane``: two of its shown parts sharing
+    rows (their tops and heights in the pane's coordinates), or a wrapped label given less
+    height than its lines need."""
+    shown = [
+        w
+        for w in pane.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        if w.isVisible()
+    ]
+    spans = sorted(
+        ((w.mapTo(pane, QPoint(0, 0)).y(), w.height(), w) for w in shown), key=lambda s: s[0]
+    )
+    problems = []
+    for (top, height, upper), (below, _, lower) in pairwise(spans):
+        if top + height > below:
+            problems.append(f"{_name(upper)} runs {top + height - below} px into {_name(lower)}")
+    for label in shown:
+        if isinstance(label, QLabel) and label.wordWrap():
+            need = label.heightForWidth(label.width())
+            if label.height() < need:
+                problems.append(f"{_name(label)} has {label.height()} of the {need} px it needs")
+    return problems
+
+
+def _name(widget: QWidget) -> str:
+    text = widget.text()[:30] if isinstance(widget, QLabel) else ""
+    return f"{type(widget).__name__} {text!r}"
+
+
+def test_the_notice_on_a_1000_x_650_window_leaves_the_grid_its_wrapped_lines(user, qtbot):
+    """The notice's two lines took the room of the score grid's: at 1000 × 650 its pane got
+    less than its wrapped labels need, and the axes line ran over the grid's note (T > 16)."""
+    user.set_size("T", 20)  # unsaved work: the autosave keeps it
+    qtbot.waitUntil(autosave_path().exists, timeout=5000)
+    user.window.shutdown()  # the process dies here
+    again = restart(qtbot)
+    again.resize(1000, 650)
+    settle()
+    assert again.files.notice is not None and again.files.notice.isVisible()
+    grid = again.score_grid
+    assert grid.note.isVisible() and "up to 16 tokens" in grid.note.text()
+    assert overlaps_in(grid) == []
+    tokens = again.size_controls.spins["T"]  # T ≤ 16: the numeric grid under the axes line
+    tokens.setFocus()
+    tokens.selectAll()
+    qtbot.keyClicks(tokens, "3")
+    qtbot.keyClick(tokens, Qt.Key.Key_Return)
+    settle()
+    assert again.session.shape[2] == 3
+    assert again.files.notice.isVisible() and grid.table.isVisible()
+    assert overlaps_in(grid) == []
+    again.resize(1280, 720)
+    settle()
+    assert overlaps_in(grid) == []
