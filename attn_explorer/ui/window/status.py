@@ -17,6 +17,8 @@ from attn_explorer.ui.explorer.recompute import Recompute
 #: How long a status-bar message stays (ms): errors long enough to read, notes shorter.
 ERROR_MESSAGE_MS = 15_000
 INFO_MESSAGE_MS = 6_000
+#: What a status bar keeps around its message and between its widgets (px), generously.
+MESSAGE_MARGIN_PX = 32
 
 
 class StatusBar:
@@ -37,6 +39,22 @@ class StatusBar:
         bar.addPermanentWidget(self.busy)
         bar.addPermanentWidget(self.shape_label)
         self._error_shown = ""
+        bar.messageChanged.connect(self._make_room)
+
+    def _make_room(self, text: str) -> None:
+        """While a message is shown that the shapes would cut short, the shapes step aside.
+
+        A status bar draws its message only left of its permanent widgets: at 1000 px the
+        recovery note ended "… or discard ther" against the shapes. The message is the news
+        (a refused value's reason, a note that lasts seconds); the shapes are back when it
+        goes.
+        """
+        if not text:
+            self.shape_label.show()
+            return
+        busy = self.busy.sizeHint().width() if self.busy.isVisible() else 0
+        room = self.bar.width() - self.shape_label.sizeHint().width() - busy - MESSAGE_MARGIN_PX
+        self.shape_label.setVisible(self.bar.fontMetrics().horizontalAdvance(text) <= room)
 
     def follow(self, session: Session, recompute: Recompute) -> None:
         """Show ``session``'s messages and shapes, and the busy bar while ``recompute`` works."""

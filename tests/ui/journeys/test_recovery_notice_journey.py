@@ -102,6 +102,11 @@ def test_the_notice_on_a_1000_x_650_window_leaves_the_grid_its_wrapped_lines(use
     again.resize(1000, 650)
     settle()
     assert again.files.notice is not None and again.files.notice.isVisible()
+    bar = again.statusBar()
+    message = bar.currentMessage()  # the status bar says it too, and all of it is readable:
+    assert message.startswith("Recovered unsaved changes") and message.endswith("discard them.")
+    assert not again.shape_label.isVisible()  # the shapes step aside while it is shown
+    assert bar.fontMetrics().horizontalAdvance(message) < bar.width()
     grid = again.score_grid
     assert grid.note.isVisible() and "up to 16 tokens" in grid.note.text()
     assert overlaps_in(grid) == []
@@ -117,3 +122,11 @@ def test_the_notice_on_a_1000_x_650_window_leaves_the_grid_its_wrapped_lines(use
     again.resize(1280, 720)
     settle()
     assert overlaps_in(grid) == []
+    bar.clearMessage()  # the message's time is up: the shapes are back
+    assert again.shape_label.isVisible() and "T=3" in again.shape_label.text()
+
+
+def test_a_short_message_leaves_the_shapes_where_they_are(window):
+    window.session.events.message.emit("Saved.", "info")
+    assert window.statusBar().currentMessage() == "Saved."
+    assert window.shape_label.isVisible()
