@@ -348,9 +348,24 @@ def test_twelve_heads_are_all_labelled_and_shown_or_scrollable(qtbot, view, mini
         assert grid.height() - grid.canvas.height() <= HEAD_LABEL_PX + 2 + (
             grid.horizontalScrollBar().height() if grid.horizontalScrollBar().isVisible() else 0
         )
-    # "head n" fits over its own cell: neighbours never overlap
-    metrics = QFontMetrics(grid._head_header.label_font())
-    assert metrics.horizontalAdvance("head") <= grid.cell + CELL_GAP_PX
+    # "head n" fits over its own cell, even in bold (the selected head's): neighbours never
+    # overlap, and the first column's label keeps its first letter at the grid's left edge
+    header = grid._head_header
+    plain = header.label_font()
+    assert QFontMetrics(plain).horizontalAdvance("head") <= grid.cell + CELL_GAP_PX - 2
+    # the selected head's label is marked (bold, or underlined where bold would not fit)
+    # and is no wider than its room either: it never runs into its neighbour's label
+    font = header.selected_font(plain, header.texts()[0])
+    assert font.bold() != font.underline()
+    assert QFontMetrics(font).horizontalAdvance("head") <= grid.cell + CELL_GAP_PX - 2
+    left, right = grid.canvas.pos().x(), grid.canvas.pos().x() + grid.canvas.width()
+    for head in (0, 11):  # the first and last labels, marked, whole and over the grid
+        text = header.texts()[head]
+        rect = header.column_label_rect(head, text, font)
+        widest = max(QFontMetrics(font).horizontalAdvance(line) for line in text.split("\n"))
+        assert rect.width() >= widest and left <= rect.left() and rect.right() <= right + 0.5
+        cell_centre = left + head * (grid.cell + CELL_GAP_PX) + grid.cell / 2
+        assert rect.left() <= cell_centre <= rect.right()  # still over its own cell
 
 
 @pytest.mark.slow

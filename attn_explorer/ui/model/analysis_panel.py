@@ -51,8 +51,9 @@ from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.encoder.bert import BertModel
 from attn_explorer.models.session import ModelSession, head_name
 from attn_explorer.state.colormaps import lut
+from attn_explorer.ui.common.token_axis import TEXT_RGB, TokenAxis
 from attn_explorer.ui.common.workers import LatestRunner
-from attn_explorer.ui.model.model_grid import TEXT_RGB, TokenAxis, color_map
+from attn_explorer.ui.model.model_grid import color_map
 
 #: The score combo: key -> label. "ablation" is the scan's target-logit change.
 SCORE_LABELS = {

@@ -38,8 +38,9 @@ from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.generation import GenerationState, generate_tokens
 from attn_explorer.models.session import ModelSession, head_name
 from attn_explorer.state.colormaps import lut
+from attn_explorer.ui.common.token_axis import TEXT_RGB, TokenAxis
 from attn_explorer.ui.common.workers import LatestRunner
-from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
+from attn_explorer.ui.model.model_grid import HeatmapItem, color_map
 
 #: The max-new-tokens spin box: its default and its largest value.
 DEFAULT_NEW_TOKENS, MOST_NEW_TOKENS = 20, 256

@@ -28,8 +28,9 @@ from attn_explorer.compute import Cancelled
 from attn_explorer.models.decoder.long_pass import HeadStack
 from attn_explorer.models.session import Head, ShownValues, head_name
 from attn_explorer.state.colormaps import lut
+from attn_explorer.ui.common.token_axis import TEXT_RGB, TokenAxis
 from attn_explorer.ui.common.workers import LatestRunner
-from attn_explorer.ui.model.model_grid import TEXT_RGB, HeatmapItem, TokenAxis, color_map
+from attn_explorer.ui.model.model_grid import HeatmapItem, color_map
 
 #: The enlarged head's least size (pixels) before any tokens; long tokens widen it.
 DETAIL_MIN_PX = (200, 180)

@@ -1,17 +1,14 @@
-"""The Model dock's drawing pieces: a token axis, a heatmap item, and the layers × heads grid.
+"""The Model dock's drawing pieces: a heatmap item and the layers × heads grid.
 
-Private to :mod:`attn_explorer.ui.model.model_view`: a token axis that thins its labels
-so none overlap, a heatmap image that reports clicks and hovers, and a scrolling
-grid of square thumbnails whose "layer n" / "head n" labels stay in view. For a
+Private to :mod:`attn_explorer.ui.model.model_view` (the token axis is
+:mod:`~attn_explorer.ui.common.token_axis`): a heatmap image that reports clicks and hovers,
+and a scrolling grid of square thumbnails whose "layer n" / "head n" labels stay in view. For a
 decoder whose query heads share key/value heads, a colour band under the "head n"
 labels brackets each group: "KV 1" spans the query heads that read KV head 1.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -25,6 +22,7 @@ from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QWidget
 from attn_explorer.models.session import Head
 from attn_explorer.state.colormaps import lut
 from attn_explorer.ui.common.graphics import retire
+from attn_explorer.ui.common.token_axis import TEXT_RGB
 
 #: Thumbnail side in pixels: cells grow to fill the grid within these; else it scrolls.
 MIN_CELL_PX, MAX_CELL_PX = 14, 160
@@ -36,12 +34,9 @@ GROUP_BAND_PX = 18
 GROUP_RGB = ((214, 230, 245), (250, 224, 196), (216, 238, 210), (236, 218, 240))
 #: Below this cell width the column label breaks into "head" over "n", in a smaller font.
 ONE_LINE_HEAD_PX = 56
-#: Longer tokens are cut on the enlarged head's axes (the hover read-out has them whole).
-MAX_TOKEN_CHARS = 14
 #: Under the label of the layer a long pass is computing (the later layers are blank).
 COMPUTING = "computing"
-#: Plot text on the white plot background, and the frame of the selected thumbnail.
-TEXT_RGB = (40, 40, 40)
+#: The frame of the selected thumbnail.
 SELECTION_PEN = pg.mkPen((0, 0, 0), width=3)
 
 
@@ -49,123 +44,6 @@ def color_map(name: str) -> pg.ColorMap:
     """The :mod:`attn_explorer.state.colormaps` table ``name`` as a pyqtgraph ColorMap."""
     table = lut(name)  # (256, 3) uint8
     return pg.ColorMap(np.linspace(0.0, 1.0, len(table)), table)
-
-
-@functools.lru_cache(maxsize=4)  # one text's, for both axes of each view (8 192: 11 ms each)
-def _ticks(tokens: tuple[str, ...]) -> tuple[list[tuple[float, str]], frozenset[str]]:
-    cut = [t if len(t) <= MAX_TOKEN_CHARS else t[: MAX_TOKEN_CHARS - 1] + "…" for t in tokens]
-    return [(i + 0.5, label) for i, label in enumerate(cut)], frozenset(cut)
-
-
-TextSpec = tuple[QRectF, object, str]  # (rectangle, alignment flags, text), as pyqtgraph draws
-
-
-class TokenAxis(pg.AxisItem):
-    """Token names at cell centres, thinned at draw time so that no two labels overlap.
-
-    Every token stays in the tick list; only every k-th label is drawn, k the smallest
-    step at which neighbours clear each other. The bottom axis writes its labels upright
-    (reading upwards), so a long token costs height rather than hiding its neighbours.
-    """
-
-    GAP_PX = 3
-    _tickLevels: list[list[tuple[float, str]]] | None  # pyqtgraph's: set_tokens' ticks
-
-    def __init__(self, orientation: str) -> None:
-        super().__init__(orientation)
-        self._upright = orientation == "bottom"
-        self.setTextPen(TEXT_RGB)
-        self.setPen(TEXT_RGB)
-
-    def set_tokens(self, tokens: list[str]) -> None:
-        """Tick every token (cell centres i + 0.5); long tokens are cut to ``MAX_TOKEN_CHARS``."""
-        ticks, labels = _ticks(tuple(tokens))
-        self.setTicks([ticks])  # (shared, never changed in place)
-        if self._upright:  # as tall as the longest label, plus tick and axis title
-            metrics = QFontMetrics(self.style["tickFont"] or self.font())
-            longest = max(map(metrics.horizontalAdvance, labels), default=0)
-            title = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
-            self.setHeight(int(longest + self._text_offset() + title + 2))
-
-    def _text_offset(self) -> int:
-        return max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
-
-    def generateDrawSpecs(self, p: QPainter) -> tuple[object, list, list[TextSpec]] | None:
-        # pyqtgraph measures each tick it is handed: only the few that can show (8 192
-        # tokens' labels took most of a second to measure)
-        every = self._tickLevels
-        if every:
-            self._tickLevels = [self._visible_ticks(every[0])]
-        try:
-            specs = super().generateDrawSpecs(p)
-            if specs is None:
-                return None
-            axis_spec, tick_specs, text_specs = specs
-            if self._upright:
-                text_specs = self._upright_specs(p)
-            return axis_spec, tick_specs, self._thin(text_specs)
-        finally:
-            self._tickLevels = every
-
-    def _visible_ticks(self, ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
-        """The ticks (cell centres i + 0.5) in the axis's range, every k-th from token 1: k
-        the least step that keeps neighbours a label's height apart (no closer label fits)."""
-        low, high = sorted(self.range)
-        bounds = self.mapRectFromParent(self.geometry())
-        length = bounds.width() if self.orientation in ("bottom", "top") else bounds.height()
-        if not ticks or high <= low or length <= 0:
-            return ticks
-        label = 0.8 * QFontMetrics(self.style["tickFont"] or self.font()).height()
-        step = max(1, math.ceil(label / (length / (high - low))))  # px per token: length / span
-        first = max(0, math.ceil(low - 0.5))
-        first = -(-first // step) * step  # on the same tokens however the view scrolls
-        last = min(len(ticks) - 1, math.floor(high - 0.5))
-        return ticks[first : last + 1 : step]
-
-    def _upright_specs(self, p: QPainter) -> list[TextSpec]:
-        # Where pyqtgraph puts a bottom tick: value v at x = v * scale - offset (its
-        # generateDrawSpecs), but every label is kept, even one wider than its cell.
-        if not self._tickLevels or self.range[1] == self.range[0]:
-            return []
-        bounds = self.mapRectFromParent(self.geometry())
-        scale = bounds.width() / (self.range[1] - self.range[0])
-        low, high = sorted(v * scale - self.range[0] * scale for v in self.range)
-        top = bounds.top() + self._text_offset()
-        metrics = p.fontMetrics()
-        specs: list[TextSpec] = []
-        for value, text in self._tickLevels[0]:
-            x = value * scale - self.range[0] * scale
-            if low <= x <= high:
-                width, height = metrics.horizontalAdvance(text), metrics.height()
-                specs.append((QRectF(x - height / 2, top, height, width), None, text))
-        return specs
-
-    def _thin(self, specs: list[TextSpec]) -> list[TextSpec]:
-        if len(specs) < 2:
-            return specs
-        along_x = self.orientation in ("bottom", "top")
-        centres = [r.center().x() if along_x else r.center().y() for r, _, _ in specs]
-        extent = max(r.width() if along_x else r.height() for r, _, _ in specs)
-        pitch = min(abs(b - a) for a, b in itertools.pairwise(centres)) or 1.0
-        step = max(1, math.ceil((extent + self.GAP_PX) / pitch))
-        return specs[::step]
-
-    def drawPicture(
-        self, p: QPainter, axisSpec: object, tickSpecs: list, textSpecs: list[TextSpec]
-    ) -> None:
-        if not self._upright:
-            super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
-            return
-        super().drawPicture(p, axisSpec, tickSpecs, [])
-        p.setPen(self.textPen())
-        flags = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        for rect, _, text in textSpecs:
-            p.save()
-            p.translate(rect.center().x(), rect.top())
-            p.rotate(-90)  # local +x points up the screen: each label ends at the axis
-            p.drawText(QRectF(-rect.height(), -rect.width() / 2, rect.height(), rect.width()),
-                       flags, text)  # fmt: skip
-            p.restore()
 
 
 class HeatmapItem(pg.ImageItem):
@@ -225,17 +103,35 @@ class GridHeader(QWidget):
         gap = " " if grid.cell >= ONE_LINE_HEAD_PX else "\n"
         return [f"head{gap}{head + 1}" for head in range(grid.shape[1])]
 
+    def _words_and_room(self) -> tuple[list[str], float]:
+        """The words a label must show whole, and the pixels each label has for them."""
+        if self._columns:
+            return ["head"], self._grid.cell + CELL_GAP_PX - 2
+        return "\n".join(self.texts()).split("\n"), ROW_LABEL_PX - 6
+
     def label_font(self) -> QFont:
         """The widget's font, smaller where a word would not fit ("head", "computing")."""
         font, columns = QFont(self.font()), self._columns
         if columns and self._grid.cell >= ONE_LINE_HEAD_PX:
             return font
-        ws = ["head"] if columns else "\n".join(self.texts()).split("\n")
-        room = self._grid.cell + CELL_GAP_PX - 2 if columns else ROW_LABEL_PX - 6
+        words, room = self._words_and_room()
         font.setPointSizeF(font.pointSizeF() * (0.85 if columns else 1))
-        while font.pointSizeF() > 5 and max(map(QFontMetrics(font).horizontalAdvance, ws)) > room:
+        while font.pointSizeF() > 5 and _widest(font, words) > room:
             font.setPointSizeF(font.pointSizeF() - 0.5)
         return font
+
+    def selected_font(self, font: QFont, text: str) -> QFont:
+        """``font`` marking the selected head's or layer's label ``text``: bold where bold
+        fits its room, else underlined. Over many narrow cells a bold "head" ran into its
+        neighbour's label ("headhead") and, over the first cell, lost its "h" at the grid's
+        edge."""
+        marked = QFont(font)
+        _, room = self._words_and_room()
+        marked.setBold(True)
+        if _widest(marked, text.split("\n")) > room:
+            marked.setBold(False)
+            marked.setUnderline(True)
+        return marked
 
     def groups(self) -> list[tuple[int, int, str]]:
         """The "KV n" bands: (first head, last head, text) per shared key/value head."""
@@ -247,6 +143,19 @@ class GridHeader(QWidget):
             members = np.flatnonzero(kv_heads == kv)
             bands.append((int(members[0]), int(members[-1]), f"KV {kv + 1}"))
         return bands
+
+    def column_label_rect(self, index: int, text: str, font: QFont) -> QRectF:
+        """Where head ``index``'s label ``text`` is drawn in ``font``: centred over its cell,
+        as wide as its longest line, and moved inside the grid's own width where it would
+        pass an edge (a bold "head" over the first of many narrow cells lost its "h")."""
+        grid, metrics = self._grid, QFontMetrics(font)
+        pitch = grid.cell + CELL_GAP_PX
+        need = max(grid.cell + 4, *(metrics.horizontalAdvance(line) for line in text.split("\n")))
+        left_edge = float(grid.canvas.pos().x())  # the grid's left: moves as it scrolls
+        centre = left_edge + index * pitch + grid.cell / 2
+        left = min(max(centre - need / 2, left_edge), left_edge + grid.canvas.width() - need)
+        band = GROUP_BAND_PX if self.groups() else 0
+        return QRectF(left, 0, need, self.height() - band - 2)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         grid = self._grid
@@ -264,19 +173,23 @@ class GridHeader(QWidget):
         p.setPen(QColor(*TEXT_RGB))
         origin = grid.canvas.pos()  # in the viewport: moves as the grid scrolls
         selected = grid.selected[1] if self._columns else grid.selected[0]
-        font = self.label_font()
+        plain = self.label_font()
         for index, text in enumerate(self.texts()):
-            font.setBold(index == selected)
+            font = self.selected_font(plain, text) if index == selected else plain
             p.setFont(font)
             if self._columns:
-                rect = QRectF(origin.x() + index * pitch - 2, 0, cell + 4,
-                              self.height() - band - 2)  # fmt: skip
+                rect = self.column_label_rect(index, text, font)
                 align = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom
             else:
                 rect = QRectF(0, origin.y() + index * pitch, self.width() - 6, cell)
                 align = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
             p.drawText(rect, int(align), text)
         p.end()
+
+
+def _widest(font: QFont, words: list[str]) -> int:
+    """The width in pixels of the widest of ``words`` in ``font``."""
+    return max(map(QFontMetrics(font).horizontalAdvance, words))
 
 
 class ThumbnailGrid(QScrollArea):

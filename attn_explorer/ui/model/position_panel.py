@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 from attn_explorer.models.decoder.llama import DecoderModel
 from attn_explorer.models.decoder.rope import MAX_DISTANCE, PositionCurve, head_position_curve
 from attn_explorer.models.session import ModelSession, head_name
-from attn_explorer.ui.model.model_grid import TEXT_RGB
+from attn_explorer.ui.common.token_axis import TEXT_RGB
 
 BERT_MESSAGE = "BERT adds learned position embeddings before attention; no rotation per head."
 WAITING_MESSAGE = (

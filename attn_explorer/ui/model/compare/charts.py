@@ -22,7 +22,8 @@ from attn_explorer.analysis.next_token import Candidate
 from attn_explorer.state.colormaps import lut
 from attn_explorer.state.storage.export import csv_text, safe_name
 from attn_explorer.state.storage.safe_files import write_atomic
-from attn_explorer.ui.model.model_grid import TEXT_RGB, TokenAxis, color_map
+from attn_explorer.ui.common.token_axis import TEXT_RGB, TokenAxis
+from attn_explorer.ui.model.model_grid import color_map
 from attn_explorer.ui.vectors.widget_image import widget_image_bytes
 
 CLEAN_RGB, CORRUPT_RGB = "#1f5fbf", "#d9480f"
