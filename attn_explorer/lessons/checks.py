@@ -79,7 +79,8 @@ READERS: dict[str, tuple[Callable[[LessonWindow], object], str]] = {
     "batch": (lambda w: w.session.shape[0], "int"),
     "tokens": (lambda w: w.session.shape[2], "int"),
     "dim": (lambda w: w.session.shape[3], "int"),
-    "shape_text": (lambda w: w.shape_label.text(), "str"),
+    # the shapes whole: the read-out shows only Q, K, V's while a long message needs the room
+    "shape_text": (lambda w: w.session.shape_text(), "str"),
     "counter": (lambda w: _frame_text(w, "counter"), "str"),
     "working": (lambda w: _frame_text(w, "working"), "str"),
     "step_count": (lambda w: getattr(_frame(w), "count", 0), "int"),

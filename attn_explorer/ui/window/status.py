@@ -19,6 +19,8 @@ ERROR_MESSAGE_MS = 15_000
 INFO_MESSAGE_MS = 6_000
 #: What a status bar keeps around its message and between its widgets (px), generously.
 MESSAGE_MARGIN_PX = 32
+#: What the shapes' letters mean (the shape read-out's tooltip).
+SHAPES_TIP = "B = batch (separate inputs), H = heads, T = tokens, d = vector size"
 
 
 class StatusBar:
@@ -28,9 +30,9 @@ class StatusBar:
         self.bar = bar
         self.shape_label = QLabel()
         self.shape_label.setObjectName("shape_label")
-        self.shape_label.setToolTip(
-            "B = batch (separate inputs), H = heads, T = tokens, d = vector size"
-        )
+        self.shape_label.setToolTip(SHAPES_TIP)
+        self._shapes = ""  # the session's labelled shapes, whole
+        self._message = ""
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)
         self.busy.setMaximumWidth(120)
@@ -42,19 +44,34 @@ class StatusBar:
         bar.messageChanged.connect(self._make_room)
 
     def _make_room(self, text: str) -> None:
-        """While a message is shown that the shapes would cut short, the shapes step aside.
+        """Fit the shapes beside the message ``text`` (empty: none is shown)."""
+        self._message = text
+        self._fit_shapes()
+
+    def _fit_shapes(self) -> None:
+        """The shapes whole, or only those of Q, K and V while a message needs the room.
 
         A status bar draws its message only left of its permanent widgets: at 1000 px the
         recovery note ended "… or discard ther" against the shapes. The message is the news
-        (a refused value's reason, a note that lasts seconds); the shapes are back when it
-        goes.
+        (a refused value's reason, a note that lasts seconds), so the shapes give way to
+        their first half, whole words still, and are whole again when it goes.
         """
-        if not text:
-            self.shape_label.show()
-            return
-        busy = self.busy.sizeHint().width() if self.busy.isVisible() else 0
-        room = self.bar.width() - self.shape_label.sizeHint().width() - busy - MESSAGE_MARGIN_PX
-        self.shape_label.setVisible(self.bar.fontMetrics().horizontalAdvance(text) <= room)
+        whole = self._shapes
+        short = whole.split(" · ")[0]
+        shown = whole
+        if self._message:
+            busy = self.busy.sizeHint().width() if self.busy.isVisible() else 0
+            metrics = self.bar.fontMetrics()
+            need = metrics.horizontalAdvance(self._message) + busy + MESSAGE_MARGIN_PX
+            room = self.bar.width() - need
+            # the label's own margins: its hint is wider than its text by the same amount
+            margins = self.shape_label.sizeHint().width() - metrics.horizontalAdvance(
+                self.shape_label.text()
+            )
+            if metrics.horizontalAdvance(whole) + margins > room:
+                shown = short
+        self.shape_label.setText(shown)
+        self.shape_label.setToolTip(SHAPES_TIP if shown == whole else f"{whole}\n{SHAPES_TIP}")
 
     def follow(self, session: Session, recompute: Recompute) -> None:
         """Show ``session``'s messages and shapes, and the busy bar while ``recompute`` works."""
@@ -79,7 +96,8 @@ class StatusBar:
         self._error_shown = ""
 
     def _update_shape_label(self) -> None:
-        self.shape_label.setText(self.session.shape_text())
+        self._shapes = self.session.shape_text()
+        self._fit_shapes()
 
 
 def follow_title(window: QMainWindow, state: AppState) -> None:

@@ -11,6 +11,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QWidget
 from qt_idle import settle
 
+from attn_explorer.lessons.engine import check_expectation
 from attn_explorer.ui.window.file_commands import autosave_path, when_text
 from tests.ui.journeys.test_journeys import WORKED_S, restart
 
@@ -105,8 +106,13 @@ def test_the_notice_on_a_1000_x_650_window_leaves_the_grid_its_wrapped_lines(use
     bar = again.statusBar()
     message = bar.currentMessage()  # the status bar says it too, and all of it is readable:
     assert message.startswith("Recovered unsaved changes") and message.endswith("discard them.")
-    assert not again.shape_label.isVisible()  # the shapes step aside while it is shown
-    assert bar.fontMetrics().horizontalAdvance(message) < bar.width()
+    shapes = again.shape_label  # the shapes give way while it is shown: Q, K, V's only
+    assert shapes.isVisible() and shapes.text() == "Q, K, V: (B=1, H=1, T=20, d=2)"
+    assert "S = Q Kᵀ: (B=1, H=1, T_q=20, T_k=20)" in shapes.toolTip()  # the whole, on hover
+    # a lesson that checks the shapes still reads them whole
+    found = check_expectation(again.commands, {"check": "shape_text", "contains": "T_k=20"})
+    assert found == ""
+    assert bar.fontMetrics().horizontalAdvance(message) < shapes.geometry().left()
     grid = again.score_grid
     assert grid.note.isVisible() and "up to 16 tokens" in grid.note.text()
     assert overlaps_in(grid) == []
@@ -122,11 +128,11 @@ def test_the_notice_on_a_1000_x_650_window_leaves_the_grid_its_wrapped_lines(use
     again.resize(1280, 720)
     settle()
     assert overlaps_in(grid) == []
-    bar.clearMessage()  # the message's time is up: the shapes are back
-    assert again.shape_label.isVisible() and "T=3" in again.shape_label.text()
+    bar.clearMessage()  # the message's time is up: the shapes are whole again
+    assert shapes.text() == again.session.shape_text() and "T_k=3" in shapes.text()
 
 
 def test_a_short_message_leaves_the_shapes_where_they_are(window):
     window.session.events.message.emit("Saved.", "info")
     assert window.statusBar().currentMessage() == "Saved."
-    assert window.shape_label.isVisible()
+    assert window.shape_label.text() == window.session.shape_text()
