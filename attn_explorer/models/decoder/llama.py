@@ -47,7 +47,8 @@ from attn_explorer.models.decoder.text.chat_template import chatml_prompt
 from attn_explorer.models.decoder.text.spm import SentencePieceTokenizer
 from attn_explorer.models.decoder.weights import DEFAULT_BUDGET_BYTES, DecoderWeights, LayerWeights
 from attn_explorer.models.errors import ModelError, TextError, check_text
-from attn_explorer.models.formats.dequantize import file_type_name, quantization_mix
+from attn_explorer.models.formats.dequantize import quantization_mix
+from attn_explorer.models.formats.ggml_types import file_type_name
 from attn_explorer.models.formats.gguf_file import GGUFFile
 from attn_explorer.models.formats.gguf_metadata import metadata_value
 from attn_explorer.models.formats.serial import OneCallAtATime, one_call_at_a_time

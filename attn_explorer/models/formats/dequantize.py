@@ -258,17 +258,3 @@ def quantization_mix(type_names: list[str]) -> str:
         counts[name] = counts.get(name, 0) + 1
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return ", ".join(f"{count} × {name}" for name, count in ordered)
-
-
-def file_type_name(file_type: object) -> str:
-    """llama.cpp's name of a GGUF's ``general.file_type`` ("Q4_K_M"), or "" if unknown."""
-    try:
-        from gguf.constants import LlamaFileType
-    except ImportError:  # pragma: no cover - gguf is a dependency
-        return ""
-    if not isinstance(file_type, int) or isinstance(file_type, bool):
-        return ""
-    try:
-        return LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
-    except ValueError:
-        return ""

@@ -1,18 +1,20 @@
 """A GGUF file (llama.cpp's format), memory-mapped and checked before anything is trusted.
 
-``GGUFFile(path)`` walks the header itself with bounded reads: every count
-and length is checked against the bytes that remain, every tensor's quantization
-type against the ones llama.cpp's ``gguf`` package knows, and every tensor's data
-against the end of the file, so a truncated file or a lying header costs nothing
-and ends in one :class:`ModelError` sentence, never a traceback or a huge
-allocation. The same walk reads the metadata (arrays when asked for, as lists) and places each
-tensor's bytes in the memory map exactly as ``gguf.GGUFReader`` would; the reader
+``GGUFFile(path)`` walks the header itself with bounded reads: every count and length is
+checked against the bytes that remain, every tensor's quantization type against the ones
+llama.cpp's ``gguf`` package knows (from the copy of its table in
+:mod:`~attn_explorer.models.formats.ggml_types`, so an open does not import ``gguf``), and
+every tensor's data against the end of the file, so a truncated file or a lying header
+costs nothing and ends in one :class:`ModelError` sentence, never a traceback or a huge
+allocation. The same walk reads the metadata (arrays when asked for, as lists) and places
+each tensor's bytes in the memory map exactly as ``gguf.GGUFReader`` would; the reader
 itself is not used, as it makes one numpy view per metadata item (SmolLM2: ~494 000
 views, 160 MB of Python objects and most of the load time).
 
-Tensors stay in the memory map; :meth:`GGUFFile.dequantize` turns one (or some of
-its rows) into float32 with ``gguf.quants.dequantize``, in PyTorch's (out, in) layout,
-and :meth:`GGUFFile.release` drops a dequantized tensor's pages from resident memory.
+Tensors stay in the memory map; :meth:`GGUFFile.dequantize` turns one (or some of its
+rows) into float32 (F32 and F16 here; the block types with ``gguf.quants.dequantize``,
+imported then), in PyTorch's (out, in) layout, and :meth:`GGUFFile.release` drops a
+dequantized tensor's pages from resident memory.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from attn_explorer.models.errors import ModelError
+from attn_explorer.models.formats.ggml_types import ggml_type
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -174,17 +177,6 @@ class _Header:
         raise self.fail(f"{what} has unknown value type {value_type}")
 
 
-def _quant_types() -> dict[int, tuple[str, int, int]]:
-    """type id -> (name, block size, bytes per block), for every type ``gguf`` knows."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    return {
-        int(kind): (kind.name, *GGML_QUANT_SIZES[kind])
-        for kind in GGMLQuantizationType
-        if kind in GGML_QUANT_SIZES
-    }
-
-
 def scan_header(buffer: memoryview, path: Path) -> tuple[dict[str, Any], list[TensorInfo], int]:
     """Walk the header with bounded reads: (scalar metadata, tensors, start of tensor data).
 
@@ -206,7 +198,7 @@ def scan_header(buffer: memoryview, path: Path) -> tuple[dict[str, Any], list[Te
         key = header.string("a metadata key", MAX_KEY_BYTES)
         value_type = header.unpack("<I", f"metadata {key!r}")
         metadata[key] = header.skip_value(value_type, f"metadata {key!r}")
-    quant = _quant_types()
+    quant: dict[int, tuple[str, int, int]] = {}  # the types this file uses, looked up once
     tensors = []
     for _ in range(n_tensors):
         name = header.string("a tensor name", MAX_KEY_BYTES)
@@ -217,6 +209,8 @@ def scan_header(buffer: memoryview, path: Path) -> tuple[dict[str, Any], list[Te
         if min(dims) < 1 or int(np.prod(dims, dtype=object)) > MAX_ELEMENTS:
             raise header.fail(f"tensor {name!r} has shape {dims}")
         type_id = header.unpack("<I", f"tensor {name!r}")
+        if type_id not in quant and (known := ggml_type(type_id)) is not None:
+            quant[type_id] = known
         if type_id not in quant:
             raise ModelError(
                 f"{path}: tensor {name!r} has quantization type {type_id}, which this reader "
@@ -249,10 +243,19 @@ class Tensor(NamedTuple):
     (outermost first) for F16/F32/…, else uint8 (rows…, bytes per row)."""
 
     name: str
-    tensor_type: Any  # gguf.GGMLQuantizationType
+    type_id: int  # ggml's type number, as the header has it
+    type_name: str  # its name: "Q4_1", "F32", …
     n_bytes: int
     offset: int  # of its first byte in the file
     data: np.ndarray
+
+    @property
+    def tensor_type(self) -> Any:
+        """The type as ``gguf.GGMLQuantizationType`` (what ``gguf``'s own functions take);
+        imports ``gguf``, so the app's paths use ``type_id`` and ``type_name``."""
+        from gguf.constants import GGMLQuantizationType
+
+        return GGMLQuantizationType(self.type_id)
 
 
 class GGUFFile:
@@ -280,22 +283,22 @@ class GGUFFile:
         finally:
             view.release()
         self.infos = {info.name: info for info in infos}
-        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
         raw = np.frombuffer(self._map, dtype=np.uint8)  # read-only, shares the map
         self.tensors: dict[str, Tensor] = {}
         for info in infos:
-            kind = GGMLQuantizationType(info.type_id)
-            block, block_bytes = GGML_QUANT_SIZES[kind]
+            known = ggml_type(info.type_id)
+            assert known is not None  # scan_header refused any type it does not know
+            kind, block, block_bytes = known
             shape = tuple(reversed(info.dims))  # outermost first
             n_bytes = int(np.prod(info.dims)) // block * block_bytes
             start = data_start + info.offset
             data = raw[start : start + n_bytes]
-            if kind.name in _TYPED:
-                data = data.view(_TYPED[kind.name]).reshape(shape)
+            if kind in _TYPED:
+                data = data.view(_TYPED[kind]).reshape(shape)
             else:
                 data = data.reshape(*shape[:-1], shape[-1] // block * block_bytes)
-            self.tensors[info.name] = Tensor(info.name, kind, n_bytes, start, data)
+            self.tensors[info.name] = Tensor(info.name, info.type_id, kind, n_bytes, start, data)
 
     def release(self, name: str) -> None:
         """Drop tensor ``name``'s pages from this process's resident memory (they stay
@@ -342,15 +345,20 @@ class GGUFFile:
 
     def can_dequantize(self, name: str) -> bool:
         """True if tensor ``name``'s type is one ``gguf`` turns into float32 (F32, F16 and
-        the quantized types it implements); an integer or F64 tensor is not weights."""
+        the quantized types it implements); an integer or F64 tensor is not weights.
+        ``gguf`` is asked (and imported) only for a type not written out here."""
+        from attn_explorer.models.formats.dequantize import FAST_TYPES
+
+        tensor = self.tensors[name]
+        if tensor.type_name in ("F32", "F16") or tensor.type_name in FAST_TYPES:
+            return True
         from gguf.quants import _type_traits
 
-        kind = self.tensors[name].tensor_type
-        return kind.name in ("F32", "F16") or kind in _type_traits
+        return tensor.tensor_type in _type_traits
 
     def type_name(self, name: str) -> str:
-        kind: str = self.tensors[name].tensor_type.name  # a GGMLQuantizationType's name
-        return kind
+        """Tensor ``name``'s ggml type: "Q4_1", "F32", …"""
+        return self.tensors[name].type_name
 
     def refuse_non_finite(self, name: str, values: np.ndarray) -> np.ndarray:
         """``values`` (tensor ``name``, or rows of it) if every one is finite, else a
@@ -374,7 +382,7 @@ class GGUFFile:
         """Refuse (by name) any unquantized tensor holding NaN or ±inf: read from the map,
         in chunks, no copy kept. Quantized tensors are checked as they are dequantized."""
         for name, tensor in self.tensors.items():
-            if tensor.tensor_type.name not in ("F16", "F32", "F64"):
+            if tensor.type_name not in ("F16", "F32", "F64"):
                 continue
             flat = tensor.data.reshape(-1)
             for start in range(0, flat.size, 1 << 22):
@@ -383,16 +391,21 @@ class GGUFFile:
                     self.refuse_non_finite(name, tensor.data)
 
     def dequantize(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
-        """Tensor ``name`` (or its ``rows`` along the outermost axis) as float32, (out, in)."""
-        from gguf.quants import dequantize
+        """Tensor ``name`` (or its ``rows`` along the outermost axis) as float32, (out, in).
 
+        F32 and F16 are the map's values (cast), as ``gguf.quants.dequantize`` gives them;
+        every other type is ``gguf``'s, imported on the first such call."""
         tensor = self.tensors[name]
         data = tensor.data if rows is None else tensor.data[rows]
+        if tensor.type_name in ("F32", "F16"):  # typed by __init__: gguf's view or cast
+            return self.refuse_non_finite(name, np.ascontiguousarray(data, dtype=np.float32))
+        from gguf.quants import dequantize
+
         try:
             values = dequantize(data, tensor.tensor_type)
         except NotImplementedError:
             raise ModelError(
-                f"{self.path}: tensor {name!r} is {tensor.tensor_type.name}, which the gguf "
+                f"{self.path}: tensor {name!r} is {tensor.type_name}, which the gguf "
                 "package cannot dequantize; choose a file with another quantization."
             ) from None
         return self.refuse_non_finite(name, np.ascontiguousarray(values, dtype=np.float32))
