@@ -46,6 +46,7 @@ from attn_explorer.ui.vectors.arrow_plot import (
     QUERY_COLOUR,
     ArrowDecorations,
     ArrowViewBox,
+    no_hover_while,
 )
 from attn_explorer.ui.vectors.widget_image import widget_image_bytes
 
@@ -200,7 +201,9 @@ class VectorsView(QWidget):
         vb = self.view_box
         vb.grab, vb.move, vb.release = self._grab, self._drag_move, self._drag_release
         vb.click, vb.context = self._click, self._context_menu
-        self.plot.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        scene = self.plot.scene()
+        scene.sigMouseMoved.connect(self._on_mouse_moved)
+        no_hover_while(scene, lambda: self.state.dragging is not None)
 
     # -- state → view ------------------------------------------------------------------------
     def schedule_redraw(self) -> None:
@@ -266,6 +269,27 @@ class VectorsView(QWidget):
         title, first, second = state.dot_lines()
         self.text.setText("\n".join(line for line in (title, first, second) if line))
         self._describe_hovered()
+
+    def _move_tip(self, matrix: str, token: int, tip: tuple[float, float]) -> None:
+        """Redraw what one moved tip changes: its matrix's arrows, the selection if the tip
+        is chosen, the arrowheads and labels. What :meth:`redraw` would draw with the tip
+        at ``tip``, as the rest (the plane, the other matrix, the words) comes from the
+        session, which the drag has not written yet; a drag event costs half as much."""
+        points = self._tips[matrix]
+        points[token] = tip
+        shafts, tips = (
+            (self.query_shafts, self.query_tips)
+            if matrix == "query"
+            else (self.key_shafts, self.key_tips)
+        )
+        pairs = np.zeros((2 * len(points), 2))  # origin, tip, origin, tip, ...
+        pairs[1::2] = points
+        shafts.setData(pairs[:, 0], pairs[:, 1])
+        tips.setData(points[:, 0], points[:, 1])
+        sel = self.state.selection
+        if token == (sel.query if matrix == "query" else sel.key):
+            self._draw_selection()
+        self._decorate()
 
     def _decorate(self) -> None:
         """Arrowheads and labels: the chosen and hovered arrows', or all (see draw)."""
@@ -369,7 +393,11 @@ class VectorsView(QWidget):
             return  # the snapped tip did not move
         self._preview = (matrix, token, (x, y))
         self._pending = (x, y)
-        self.redraw()  # the arrow follows the hand at once; the session follows shortly
+        # The arrow follows the hand at once; the session (and the words) follow shortly.
+        if self._redraw_timer.isActive() or token >= len(self._tips.get(matrix, ())):
+            self.redraw()  # something else changed too: draw it all
+        else:
+            self._move_tip(matrix, token, (x, y))
         if not self._write_timer.isActive():
             self._write_timer.start()
 

@@ -60,6 +60,58 @@ def test_drag_q2_tip_edits_q_updates_the_grid_and_one_undo_restores_it(user):
     assert view.tips("query")[1].tolist() == [0.0, 1.0]
 
 
+def drawn(view) -> dict[str, list[list[float]]]:
+    """Everything the plot shows of the arrows: shafts, tips, selection, arrowheads, labels."""
+    items = {
+        "query shafts": view.query_shafts, "key shafts": view.key_shafts,
+        "query tips": view.query_tips, "key tips": view.key_tips,
+        "selected q": view.selected_query, "selected k": view.selected_key,
+        "projection": view.projection_line, "drop": view.drop_line,
+    }  # fmt: skip
+    shown = {
+        name: [list(map(float, axis)) for axis in item.getData()] for name, item in items.items()
+    }
+    deco = view.decorations
+    shown["heads"] = [[a.pos().x(), a.pos().y()] for a in deco.arrows if a.isVisible()]
+    shown["labels"] = [
+        [t.pos().x(), t.pos().y(), t.textItem.toPlainText()] for t in deco.labels if t.isVisible()
+    ]
+    return shown
+
+
+def test_mid_drag_the_plot_shows_what_a_whole_redraw_would(user, monkeypatch):
+    """Each move redraws only what the moved tip changes, and pyqtgraph's hover pass is
+    skipped while the hand drags: after every move (before the session is written) the
+    plot is exactly what a whole redraw draws, and after the release hovering works again."""
+    user.press(Qt.Key.Key_F4)
+    view = user.window.vectors_view
+    user.window.state.vectors.select_cell(1, 2)  # q2 chosen: its projection line moves too
+    user.settle()
+    scene = view.plot.scene()
+    looked = []
+    near = scene.itemsNearEvent
+    monkeypatch.setattr(scene, "itemsNearEvent", lambda *a, **k: looked.append(1) or near(*a, **k))
+    viewport = view.plot.viewport()
+    user.qtbot.mousePress(viewport, LEFT, pos=tip_point(view, "query", 1))
+    keys_before = drawn(view)["key shafts"]
+    for x, y in ((0.5, 1.5), (1.0, 2.0), (1.5, 1.0)):
+        looked.clear()  # (the press and the move that starts the drag do hover)
+        user.move_mouse(viewport, view_point(view, x, y))
+        assert view._write_timer.isActive() or view._pending is None
+        mid_drag = drawn(view)
+        np.testing.assert_allclose(view.tips("query")[1], [x, y], atol=0.06)  # snapped to 0.1
+        view.redraw()  # what the whole redraw shows, preview included
+        assert mid_drag == drawn(view)
+        assert mid_drag["key shafts"] == keys_before  # the keys never moved
+        assert mid_drag["selected q"][0][-1] == pytest.approx(view.tips("query")[1][0])
+        assert looked == [] or (x, y) == (0.5, 1.5)  # no hover pass once the drag is on
+    user.qtbot.mouseRelease(viewport, LEFT, pos=view_point(view, 1.5, 1.0))
+    user.settle()
+    user.move_mouse(viewport, tip_point(view, "key", 1))  # k2 = (0, 1), where q2 was
+    assert looked  # hovering again
+    assert view.hover.text().startswith("k2")
+
+
 @pytest.mark.slow
 def test_exercise_cell_2_4_highlights_q2_and_k4_with_their_dot_product(user):
     user.choose("Presets", "Exercise: k4 = (2, 0)")
