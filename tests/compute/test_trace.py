@@ -174,6 +174,33 @@ def test_filled_mask_grows_cell_by_cell():
         previous = filled
 
 
+@pytest.mark.parametrize("template", [True, False])
+def test_filled_mask_is_the_cells_done_in_loop_order(monkeypatch, template):
+    """Both ways of making the mask (a window on the kept template, or a new array past
+    PREFIX_TEMPLATE_CELLS) equal the cells whose last multiply-add has run, by walking the
+    trace; a mask handed out earlier never changes, and no mask can be written to."""
+    from attn_explorer.compute import trace as trace_module
+
+    if not template:
+        monkeypatch.setattr(trace_module, "PREFIX_TEMPLATE_CELLS", 0)
+    rng = np.random.default_rng(1)
+    trace = loop_trace(rng.standard_normal((2, 3, 4, 3)), rng.standard_normal((2, 3, 5, 3)))
+    expected = np.zeros((2, 3, 4, 5), dtype=bool)
+    masks = []
+    for n, step in enumerate(trace):
+        if step.cell_complete:
+            expected[step.batch, step.head, step.i, step.j] = True
+        mask = trace.filled_mask(n)
+        np.testing.assert_array_equal(mask, expected)
+        masks.append((mask, expected.copy()))
+    for mask, then in masks:  # every earlier frame's mask still shows its own step
+        np.testing.assert_array_equal(mask, then)
+    assert not trace.filled_mask(-1).any() and trace.filled_mask(len(trace) - 1).all()
+    if template:
+        with pytest.raises(ValueError, match="read-only"):
+            trace.filled_mask(5)[0, 0, 0, 0] = False
+
+
 def test_trace_keeps_no_history():
     """The trace holds the inputs and nothing that grows with the number of steps."""
     query = np.ones((8, 64, 32))
