@@ -3,6 +3,7 @@ running when the stepper model moved out of its panel, and nothing noticed)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -58,7 +59,15 @@ def test_dequantize_bench_prints_every_type_equal_to_gguf():
 
 
 def test_tiled_bench_prints_its_five_tables():
-    text = run_script("bench/tiled.py", "--quick")
+    text = run_script("bench/tiled.py", "--quick", "--json")
+    report = json.loads(text.strip().splitlines()[-1])
+    for row in report["floor"]:  # the strategy timed beside its floor's parts, not tables ago
+        assert {"tiled", "products", "exp", "max"} <= set(row)
+        ratio = row["tiled"] / row["floor"]
+        assert f"tiled / floor, T{row['T']} causal={row['causal']}: {ratio:.2f}" in text
+        measure = f"tiled / numpy floor, H2 T{row['T']} causal={row['causal']}"
+        target = next(t for t in report["targets"] if t["measure"] == measure)
+        assert target["now"] == pytest.approx(ratio)
     for title in (
         "1. Peak extra memory",
         "2. Whole attention",
