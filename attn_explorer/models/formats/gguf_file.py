@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from attn_explorer.models.errors import ModelError
+from attn_explorer.models.formats.dequantize import FAST_TYPES
 from attn_explorer.models.formats.ggml_types import ggml_type
 
 MAGIC = b"GGUF"
@@ -347,8 +348,6 @@ class GGUFFile:
         """True if tensor ``name``'s type is one ``gguf`` turns into float32 (F32, F16 and
         the quantized types it implements); an integer or F64 tensor is not weights.
         ``gguf`` is asked (and imported) only for a type not written out here."""
-        from attn_explorer.models.formats.dequantize import FAST_TYPES
-
         tensor = self.tensors[name]
         if tensor.type_name in ("F32", "F16") or tensor.type_name in FAST_TYPES:
             return True
